@@ -1,0 +1,4 @@
+# Example programs (built by 'make', not installed).
+noinst_PROGRAMS = examples/allreduce
+examples_allreduce_SOURCES = examples/allreduce.c
+examples_allreduce_LDADD = lib/libtcomms.la

@@ -1,0 +1,143 @@
+/* The contract between the tcomms core and a backend module (tcomms_<name>.so in $(pkglibdir) or
+ * TCOMMS_BACKEND_PATH). A module exports one symbol, `tcomms_backend_module`, a tcomms_backend_t. The core checks
+ * abi_version before reading anything else, calls query() once, and validates every argument before calling an
+ * operation, so backends trust what they are given. Backends reach shared services (logging, errors, dtype table,
+ * reductions, the rendezvous store) through the tcomms_core_t they receive, never by linking libtcomms. */
+#ifndef TCOMMS_BACKEND_H
+#define TCOMMS_BACKEND_H
+
+#include <stdarg.h>
+#include <tcomms/tcomms.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
+#define TCOMMS_BACKEND_ABI_VERSION 1u
+
+#define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
+
+typedef enum tcomms_log_level {
+    TCOMMS_LOG_ERROR = 1,
+    TCOMMS_LOG_WARN = 2,
+    TCOMMS_LOG_INFO = 3,
+    TCOMMS_LOG_DEBUG = 4,
+    TCOMMS_LOG_TRACE = 5
+} tcomms_log_level_t;
+
+/* c[i] = a[i] op b[i] for n elements; c may alias a or b. AVG reduces as SUM (finish with avg_finish). */
+typedef void (*tcomms_reduce_fn_t)(void *c, const void *a, const void *b, size_t n);
+
+typedef struct tcomms_store tcomms_store_t;
+
+/* Services the core lends to backends. */
+typedef struct tcomms_core {
+    uint32_t abi_version;
+    /* Log to stderr when `level` <= TCOMMS_LOG_LEVEL (or TCOMMS_<BACKEND>_LOG_LEVEL). */
+    void (*log)(tcomms_log_level_t level, const char *who, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 3, 4)))
+#endif
+        ;
+    /* Set this thread's detailed message and return `status`, for `return core->error(...)`. */
+    tcomms_status_t (*error)(tcomms_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 2, 3)))
+#endif
+        ;
+    /* Bytes per element of `dtype`. */
+    size_t (*dtype_size)(tcomms_dtype_t dtype);
+    /* The reduction kernel for (dtype, op); never NULL for valid arguments. */
+    tcomms_reduce_fn_t (*reduce_fn)(tcomms_dtype_t dtype, tcomms_op_t op);
+    /* Divide n elements in place by `divisor` (the AVG epilogue). */
+    void (*avg_finish)(void *buf, size_t n, tcomms_dtype_t dtype, int divisor);
+    /* The rendezvous store. Keys are plain strings; values are bytes. get() waits for the key up to timeout_ms and
+     * returns a malloc'ed copy the caller frees. */
+    tcomms_status_t (*store_set)(tcomms_store_t *s, const char *key, const void *value, size_t len);
+    tcomms_status_t (*store_get)(tcomms_store_t *s, const char *key, void **value, size_t *len, uint32_t timeout_ms);
+    tcomms_status_t (*store_wait)(tcomms_store_t *s, const char *const *keys, size_t nkeys, uint32_t timeout_ms);
+    tcomms_status_t (*store_add)(tcomms_store_t *s, const char *key, int64_t delta, int64_t *result);
+    tcomms_status_t (*store_del)(tcomms_store_t *s, const char *key);
+    /* The value of canonical hint `key` in `hints` (may be NULL), or TCOMMS_ERR_NOT_FOUND. */
+    tcomms_status_t (*hints_get)(const tcomms_hints_t *hints, const char *key, const char **value);
+} tcomms_core_t;
+
+/* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent
+ * communicator and `parent_ranks` lists the child's members as parent ranks; both are NULL for a root. */
+typedef struct tcomms_backend_comm_args {
+    const tcomms_core_t *core;
+    const char *name;          /* the communicator's name, for messages */
+    const char *prefix;        /* a store-key prefix unique to this communicator and identical on its members */
+    tcomms_store_t *store;
+    int rank, size, local_rank;
+    tcomms_device_t device;    /* index >= 0; a CUDA device asked as -1 arrives as local_rank: take it modulo the
+                                  number of visible devices */
+    const char *master_addr;   /* may be NULL (user store, or size 1) */
+    uint32_t timeout_ms;
+    const tcomms_hints_t *hints;
+    void *parent;
+    const int *parent_ranks;
+} tcomms_backend_comm_args_t;
+
+typedef enum tcomms_coll_type {
+    TCOMMS_COLL_ALL_REDUCE,
+    TCOMMS_COLL_BROADCAST,
+    TCOMMS_COLL_REDUCE,
+    TCOMMS_COLL_ALL_GATHER,
+    TCOMMS_COLL_ALL_GATHER_V,
+    TCOMMS_COLL_REDUCE_SCATTER,
+    TCOMMS_COLL_REDUCE_SCATTER_V,
+    TCOMMS_COLL_ALL_TO_ALL,
+    TCOMMS_COLL_ALL_TO_ALL_V,
+    TCOMMS_COLL_GATHER,
+    TCOMMS_COLL_SCATTER,
+    TCOMMS_COLL_BARRIER,
+    TCOMMS_COLL_SEND,
+    TCOMMS_COLL_RECV,
+    TCOMMS_COLL_TYPE_COUNT
+} tcomms_coll_type_t;
+
+/* One operation, validated by the core. Field use per type follows the public API: `count` is the element count
+ * per rank (sendcount for gathers, recvcount for scatters/reduce_scatter, the per-peer block for all_to_all);
+ * v-variants use the count/displacement arrays (never NULL: the core fills packed displacements). `in_place` is
+ * set when the caller used the in-place aliasing of that operation. `peer` is the root or the p2p peer. */
+typedef struct tcomms_coll_args {
+    tcomms_coll_type_t type;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+    tcomms_dtype_t dtype;
+    tcomms_op_t op;
+    int peer;
+    int in_place;
+    uint32_t timeout_ms;       /* resolved: never 0 */
+    void *stream;
+} tcomms_coll_args_t;
+
+typedef struct tcomms_backend {
+    uint32_t abi_version;      /* TCOMMS_BACKEND_ABI_VERSION: checked before any other field is read */
+    const char *name;
+    const char *description;
+    uint32_t device_types;     /* bit (1u << tcomms_device_type_t) for each type served */
+    const char *const *hints;  /* NULL-terminated list of hint keys this backend honours, for tcomms-info */
+    /* Can this backend run here? Write a reason into `reason` and return non-SUCCESS to decline. */
+    tcomms_status_t (*query)(const tcomms_core_t *core, char *reason, size_t len);
+    /* Collective over the members: create, then run a barrier so the communicator is ready on return. */
+    tcomms_status_t (*comm_create)(const tcomms_backend_comm_args_t *args, void **bcomm);
+    tcomms_status_t (*comm_destroy)(void *bcomm);
+    /* The applied value of a canonical hint key, or TCOMMS_ERR_NOT_SUPPORTED for "not applicable". */
+    tcomms_status_t (*comm_hint)(void *bcomm, const char *key, char *buf, size_t len);
+    /* Start an operation; *bwork is its handle. `args` and the arrays it points to belong to the caller and may be
+     * freed as soon as post() returns: copy what the operation needs later. */
+    tcomms_status_t (*post)(void *bcomm, const tcomms_coll_args_t *args, void **bwork);
+    tcomms_status_t (*work_test)(void *bwork);
+    tcomms_status_t (*work_wait)(void *bwork, uint32_t timeout_ms);
+    void (*work_free)(void *bwork);
+} tcomms_backend_t;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TCOMMS_BACKEND_H */

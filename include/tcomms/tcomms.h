@@ -1,0 +1,302 @@
+/* tcomms: one C API for collectives and point-to-point over run-time loaded backends (NCCL, Gloo, UCX).
+ *
+ * Every call returns a tcomms_status_t: 0 on success, a positive value for "not done yet", a negative value for an
+ * error. After an error, tcomms_last_error() gives a detailed, thread-local message naming the argument or
+ * environment variable at fault. The library never prints to stdout and never terminates the process. */
+#ifndef TCOMMS_TCOMMS_H
+#define TCOMMS_TCOMMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TCOMMS_API __attribute__((visibility("default")))
+#else
+#define TCOMMS_API
+#endif
+
+#define TCOMMS_VERSION_MAJOR 0
+#define TCOMMS_VERSION_MINOR 1
+#define TCOMMS_VERSION_PATCH 0
+
+/* ---- status ---------------------------------------------------------------------------------------------------- */
+
+typedef enum tcomms_status {
+    TCOMMS_SUCCESS = 0,
+    TCOMMS_IN_PROGRESS = 1,                 /* an async operation has not completed yet */
+    TCOMMS_ERR_INVALID_ARG = -1,            /* an argument, hint or option is wrong: the message names it */
+    TCOMMS_ERR_NO_MEMORY = -2,
+    TCOMMS_ERR_NOT_SUPPORTED = -3,          /* valid, but this backend cannot do it */
+    TCOMMS_ERR_TIMEOUT = -4,                /* a wait ran past its timeout */
+    TCOMMS_ERR_BACKEND_UNAVAILABLE = -5,    /* a module was asked for and failed to load, or declined */
+    TCOMMS_ERR_NO_BACKEND_FOR_DEVICE = -6,  /* the communicator holds no backend for that device type */
+    TCOMMS_ERR_BAD_ENV = -7,                /* an environment variable is missing or malformed */
+    TCOMMS_ERR_SYSTEM = -8,                 /* an operating-system call failed (socket, thread, dlopen) */
+    TCOMMS_ERR_REMOTE = -9,                 /* a peer closed its connection or failed */
+    TCOMMS_ERR_ABORTED = -10,               /* the communicator is in an error state after an earlier failure */
+    TCOMMS_ERR_PROTOCOL = -11,              /* a malformed or refused message (store protocol, wrong token) */
+    TCOMMS_ERR_ABI = -12,                   /* a backend module was built for another ABI version */
+    TCOMMS_ERR_NOT_FOUND = -13,             /* a store key does not exist */
+    TCOMMS_ERR_INTERNAL = -14
+} tcomms_status_t;
+
+/* A static string naming `status` ("TCOMMS_ERR_TIMEOUT: operation timed out"); never NULL. */
+TCOMMS_API const char *tcomms_strerror(tcomms_status_t status);
+
+/* The detailed message of the last error on this thread ("" when none). Valid until the next tcomms call on the
+ * same thread. */
+TCOMMS_API const char *tcomms_last_error(void);
+
+/* Library version as "MAJOR.MINOR.PATCH". */
+TCOMMS_API const char *tcomms_version(void);
+
+/* ---- data types, reductions, devices ------------------------------------------------------------------------- */
+
+typedef enum tcomms_dtype {
+    TCOMMS_INT8,
+    TCOMMS_UINT8,
+    TCOMMS_INT32,
+    TCOMMS_INT64,
+    TCOMMS_FLOAT16,
+    TCOMMS_BFLOAT16,
+    TCOMMS_FLOAT32,
+    TCOMMS_FLOAT64,
+    TCOMMS_DTYPE_COUNT
+} tcomms_dtype_t;
+
+/* AVG divides the sum by the communicator size; for integer types the quotient is truncated toward zero. */
+typedef enum tcomms_op { TCOMMS_SUM, TCOMMS_PROD, TCOMMS_MIN, TCOMMS_MAX, TCOMMS_AVG, TCOMMS_OP_COUNT } tcomms_op_t;
+
+typedef enum tcomms_device_type { TCOMMS_DEVICE_CPU, TCOMMS_DEVICE_CUDA, TCOMMS_DEVICE_TYPE_COUNT } tcomms_device_type_t;
+
+/* A device: {TCOMMS_DEVICE_CPU, 0} or {TCOMMS_DEVICE_CUDA, N}; index -1 on CUDA means local_rank modulo the
+ * number of visible GPUs, resolved when the communicator is created. */
+typedef struct tcomms_device {
+    tcomms_device_type_t type;
+    int index;
+} tcomms_device_t;
+
+/* Size in bytes of one element of `dtype`, or 0 for an invalid dtype. */
+TCOMMS_API size_t tcomms_dtype_size(tcomms_dtype_t dtype);
+/* Lower-case names ("bfloat16", "sum", "cuda"); NULL for invalid values. */
+TCOMMS_API const char *tcomms_dtype_name(tcomms_dtype_t dtype);
+TCOMMS_API const char *tcomms_op_name(tcomms_op_t op);
+TCOMMS_API const char *tcomms_device_type_name(tcomms_device_type_t type);
+/* Parse a name as printed by the functions above (also "float"/"half"/"bf16"/"double" for dtypes); INVALID_ARG
+ * naming the text when unknown. */
+TCOMMS_API tcomms_status_t tcomms_dtype_parse(const char *name, tcomms_dtype_t *out);
+TCOMMS_API tcomms_status_t tcomms_op_parse(const char *name, tcomms_op_t *out);
+/* Parse "cpu", "cuda", "cuda:N" (N >= -1). */
+TCOMMS_API tcomms_status_t tcomms_device_parse(const char *text, tcomms_device_t *out);
+
+/* ---- hints ----------------------------------------------------------------------------------------------------- */
+
+/* A set of key/value hints (torchcomms' CommOptions.hints). Keys are validated when set:
+ *   high_priority_stream (bool; also is_high_priority_stream, highPriorityStream)
+ *   cga_cluster_size     (int 0..8; also cgaClusterSize)
+ *   min_ctas, max_ctas   (int 1..64; also minCTAs, maxCTAs)
+ *   blocking             (bool)
+ *   split_share          (bool; also splitShare)
+ *   nccl.*, gloo.*, ucx.* (backend-namespaced: passed to that backend, which reports what it applied)
+ * Booleans accept 1/0, true/false, yes/no, on/off. An unknown un-namespaced key, or a value of the wrong type or
+ * range, is TCOMMS_ERR_INVALID_ARG naming the key. */
+typedef struct tcomms_hints tcomms_hints_t;
+
+TCOMMS_API tcomms_status_t tcomms_hints_create(tcomms_hints_t **out);
+TCOMMS_API void tcomms_hints_free(tcomms_hints_t *hints);
+/* Set `key` (any accepted spelling; stored under its canonical snake_case name) to `value`, replacing any value. */
+TCOMMS_API tcomms_status_t tcomms_hints_set(tcomms_hints_t *hints, const char *key, const char *value);
+/* Parse "k=v,k=v" (the TCOMMS_HINTS format) into `hints`. */
+TCOMMS_API tcomms_status_t tcomms_hints_parse(tcomms_hints_t *hints, const char *spec);
+/* The value stored for `key` (any spelling), or TCOMMS_ERR_NOT_FOUND. The pointer lives as long as the entry. */
+TCOMMS_API tcomms_status_t tcomms_hints_get(const tcomms_hints_t *hints, const char *key, const char **value);
+/* Number of entries, and the i-th (canonical key, value) in insertion order, for iteration. */
+TCOMMS_API tcomms_status_t tcomms_hints_count(const tcomms_hints_t *hints, size_t *count);
+TCOMMS_API tcomms_status_t tcomms_hints_entry(const tcomms_hints_t *hints, size_t i, const char **key,
+                                              const char **value);
+
+/* ---- rendezvous store ------------------------------------------------------------------------------------------ */
+
+/* A user-provided key/value store replacing the built-in TCP store (e.g. a framework's own TCPStore). All calls
+ * may block up to `timeout_ms`; return TCOMMS_SUCCESS, TCOMMS_ERR_TIMEOUT or another error. */
+typedef struct tcomms_store_ops {
+    tcomms_status_t (*set)(void *ctx, const char *key, const void *value, size_t len);
+    /* Copy the value of `key` into `buf` (capacity `cap`) and its full length into *len. If cap < *len the call
+     * returns TCOMMS_ERR_INVALID_ARG with *len set, and is repeated with a larger buffer. NOT_FOUND if absent. */
+    tcomms_status_t (*get)(void *ctx, const char *key, void *buf, size_t cap, size_t *len);
+    tcomms_status_t (*wait)(void *ctx, const char *const *keys, size_t nkeys, uint32_t timeout_ms);
+    tcomms_status_t (*add)(void *ctx, const char *key, int64_t delta, int64_t *result);
+    tcomms_status_t (*del)(void *ctx, const char *key);
+} tcomms_store_ops_t;
+
+/* ---- communicators --------------------------------------------------------------------------------------------- */
+
+typedef struct tcomms_comm tcomms_comm_t;
+typedef struct tcomms_work tcomms_work_t;
+
+/* Fields of tcomms_comm_params_t that are set; unset fields take the defaults described below. */
+enum {
+    TCOMMS_COMM_PARAM_BACKEND = 1u << 0,
+    TCOMMS_COMM_PARAM_DEVICE = 1u << 1,
+    TCOMMS_COMM_PARAM_NAME = 1u << 2,
+    TCOMMS_COMM_PARAM_RANK = 1u << 3,        /* rank, size and local_rank together */
+    TCOMMS_COMM_PARAM_MASTER = 1u << 4,      /* master_addr and master_port together */
+    TCOMMS_COMM_PARAM_TIMEOUT = 1u << 5,
+    TCOMMS_COMM_PARAM_HINTS = 1u << 6,
+    TCOMMS_COMM_PARAM_STORE = 1u << 7        /* store_ops and store_ctx together */
+};
+
+/* Creation parameters. Start from `tcomms_comm_params_t p = {0};` and set field_mask bits for what you fill in. */
+typedef struct tcomms_comm_params {
+    uint64_t field_mask;
+    /* "gloo", or device-qualified "cpu:gloo,cuda:nccl". Default: TCOMMS_BACKEND, else the first CPU backend that
+     * loads (gloo, then ucx) for a CPU communicator and nccl for a CUDA one. Overrides TCOMMS_BACKEND. */
+    const char *backend;
+    tcomms_device_t device;      /* bound device; default cpu */
+    const char *name;            /* unique per process among live root communicators; default "world" */
+    int rank, size, local_rank;  /* default: from the environment (TCOMMS_*, torchrun, Open MPI, Slurm) */
+    const char *master_addr;     /* default: TCOMMS_MASTER_ADDR, else MASTER_ADDR */
+    int master_port;             /* default: TCOMMS_MASTER_PORT, else MASTER_PORT */
+    uint32_t timeout_ms;         /* default for every operation; default TCOMMS_TIMEOUT_MS, else 300000 */
+    const tcomms_hints_t *hints; /* merged over TCOMMS_HINTS; copied */
+    const tcomms_store_ops_t *store_ops;
+    void *store_ctx;
+} tcomms_comm_params_t;
+
+/* Create a root communicator. Collective over all `size` processes: it rendezvouses through the store (rank 0
+ * serves it at master_addr:master_port unless a user store is given), creates every backend the selection names,
+ * and ends with a barrier on each, so a returned communicator is ready. `params` may be NULL (all defaults). */
+TCOMMS_API tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_comm_t **out);
+
+/* Destroy `comm` after its pending operations complete (each within its timeout). Local, not collective. A NULL
+ * comm is a no-op. Children and the parent are independent: either may be destroyed first. */
+TCOMMS_API tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm);
+
+#define TCOMMS_SPLIT_NOCOLOR (-1)
+
+/* Split `parent` into a new communicator holding `ranks` (sorted, unique parent ranks); the child's rank is the
+ * caller's index in `ranks`. Collective over `parent`: every rank calls it; a rank not in the new communicator
+ * passes nranks = 0 and gets *out = NULL. Several disjoint lists may be split in one call. `name` (may be NULL)
+ * names the child; hints apply to the child and are not inherited. Every backend of the parent gets a child. */
+TCOMMS_API tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int nranks, const char *name,
+                                             const tcomms_hints_t *hints, tcomms_comm_t **out);
+
+/* MPI-style split: ranks passing the same color form one communicator, ordered by (key, parent rank).
+ * color TCOMMS_SPLIT_NOCOLOR gives *out = NULL. */
+TCOMMS_API tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int key, const char *name,
+                                                   const tcomms_hints_t *hints, tcomms_comm_t **out);
+
+TCOMMS_API tcomms_status_t tcomms_comm_rank(const tcomms_comm_t *comm, int *rank);
+TCOMMS_API tcomms_status_t tcomms_comm_size(const tcomms_comm_t *comm, int *size);
+TCOMMS_API tcomms_status_t tcomms_comm_name(const tcomms_comm_t *comm, const char **name);
+TCOMMS_API tcomms_status_t tcomms_comm_device(const tcomms_comm_t *comm, tcomms_device_t *device);
+/* The name of the backend serving `type`, or TCOMMS_ERR_NO_BACKEND_FOR_DEVICE. */
+TCOMMS_API tcomms_status_t tcomms_comm_backend(const tcomms_comm_t *comm, tcomms_device_type_t type,
+                                               const char **name);
+/* The effective value of hint `key` (any spelling) on the backend serving `type`: what the backend applied, its
+ * default where the hint was not given, or "not applicable" where the backend has no such setting. */
+TCOMMS_API tcomms_status_t tcomms_comm_hint(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *key,
+                                            char *buf, size_t len);
+
+/* ---- operations ------------------------------------------------------------------------------------------------ */
+
+enum {
+    TCOMMS_OP_OPT_TIMEOUT = 1u << 0,
+    TCOMMS_OP_OPT_STREAM = 1u << 1,
+    TCOMMS_OP_OPT_DEVICE_TYPE = 1u << 2
+};
+
+/* Per-operation options; NULL means all defaults. */
+typedef struct tcomms_op_opts {
+    uint64_t field_mask;
+    uint32_t timeout_ms;              /* 0 = the communicator's default */
+    void *stream;                     /* device backends: the stream to order the operation on (cudaStream_t) */
+    tcomms_device_type_t device_type; /* where the buffers live; default: the communicator's bound device type */
+} tcomms_op_opts_t;
+
+/* Every operation below takes `opts` (may be NULL) and `work`:
+ *   work == NULL: the call blocks until the operation completes or its timeout passes.
+ *   work != NULL: the call returns once the operation is queued, with *work a handle for tcomms_work_*.
+ * Counts are in elements. Buffers stay owned by the caller and must not be touched until completion. After an
+ * error the contents of receive buffers are undefined; send buffers are never written.
+ * In-place variants follow NCCL's convention: pass the same pointer where stated. */
+
+/* recvbuf[i] = op over ranks of sendbuf[i]. In place: sendbuf == recvbuf. */
+TCOMMS_API tcomms_status_t tcomms_all_reduce(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                             tcomms_dtype_t dtype, tcomms_op_t op, const tcomms_op_opts_t *opts,
+                                             tcomms_work_t **work);
+/* buf on every rank = buf on root. */
+TCOMMS_API tcomms_status_t tcomms_broadcast(tcomms_comm_t *comm, void *buf, size_t count, tcomms_dtype_t dtype,
+                                            int root, const tcomms_op_opts_t *opts, tcomms_work_t **work);
+/* recvbuf on root = op over ranks of sendbuf; recvbuf is ignored (may be NULL) elsewhere. In place on root:
+ * sendbuf == recvbuf. */
+TCOMMS_API tcomms_status_t tcomms_reduce(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                         tcomms_dtype_t dtype, tcomms_op_t op, int root,
+                                         const tcomms_op_opts_t *opts, tcomms_work_t **work);
+/* recvbuf (size * sendcount elements) = concatenation of every rank's sendbuf, in rank order. In place:
+ * sendbuf == recvbuf + rank * sendcount elements. */
+TCOMMS_API tcomms_status_t tcomms_all_gather(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                             size_t sendcount, tcomms_dtype_t dtype, const tcomms_op_opts_t *opts,
+                                             tcomms_work_t **work);
+/* Rank r contributes recvcounts[r] elements (its sendbuf), placed at recvbuf + displs[r]. displs may be NULL
+ * (packed in rank order). In place: sendbuf == recvbuf + displs[rank] elements. */
+TCOMMS_API tcomms_status_t tcomms_all_gather_v(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                               const size_t *recvcounts, const size_t *displs, tcomms_dtype_t dtype,
+                                               const tcomms_op_opts_t *opts, tcomms_work_t **work);
+/* sendbuf holds size * recvcount elements; rank r receives the reduction of block r. In place:
+ * recvbuf == sendbuf + rank * recvcount elements. */
+TCOMMS_API tcomms_status_t tcomms_reduce_scatter(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                                 size_t recvcount, tcomms_dtype_t dtype, tcomms_op_t op,
+                                                 const tcomms_op_opts_t *opts, tcomms_work_t **work);
+/* sendbuf holds sum(recvcounts) elements packed in rank order; rank r receives the reduction of its block. In
+ * place: recvbuf == sendbuf + (sum of recvcounts[0..rank)) elements. */
+TCOMMS_API tcomms_status_t tcomms_reduce_scatter_v(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                                   const size_t *recvcounts, tcomms_dtype_t dtype, tcomms_op_t op,
+                                                   const tcomms_op_opts_t *opts, tcomms_work_t **work);
+/* Block j (count elements) of sendbuf goes to rank j, landing in block `rank` of its recvbuf. In place:
+ * sendbuf == recvbuf. */
+TCOMMS_API tcomms_status_t tcomms_all_to_all(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                             tcomms_dtype_t dtype, const tcomms_op_opts_t *opts,
+                                             tcomms_work_t **work);
+/* sendcounts[j] elements at sendbuf + sdispls[j] go to rank j; recvcounts[j] elements from rank j land at
+ * recvbuf + rdispls[j]. NULL displacements mean packed. Counts must match pairwise across ranks. No in-place. */
+TCOMMS_API tcomms_status_t tcomms_all_to_all_v(tcomms_comm_t *comm, const void *sendbuf, const size_t *sendcounts,
+                                               const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                               const size_t *rdispls, tcomms_dtype_t dtype,
+                                               const tcomms_op_opts_t *opts, tcomms_work_t **work);
+/* recvbuf on root (size * sendcount elements) = every rank's sendbuf in rank order; ignored elsewhere. In place on
+ * root: sendbuf == recvbuf + root * sendcount elements. */
+TCOMMS_API tcomms_status_t tcomms_gather(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                                         tcomms_dtype_t dtype, int root, const tcomms_op_opts_t *opts,
+                                         tcomms_work_t **work);
+/* Block r (recvcount elements) of root's sendbuf lands in rank r's recvbuf; sendbuf ignored elsewhere. In place on
+ * root: recvbuf == sendbuf + root * recvcount elements. */
+TCOMMS_API tcomms_status_t tcomms_scatter(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                                          tcomms_dtype_t dtype, int root, const tcomms_op_opts_t *opts,
+                                          tcomms_work_t **work);
+TCOMMS_API tcomms_status_t tcomms_barrier(tcomms_comm_t *comm, const tcomms_op_opts_t *opts, tcomms_work_t **work);
+/* Point-to-point: messages between one pair of ranks match in order; count and dtype must agree. */
+TCOMMS_API tcomms_status_t tcomms_send(tcomms_comm_t *comm, const void *buf, size_t count, tcomms_dtype_t dtype,
+                                       int peer, const tcomms_op_opts_t *opts, tcomms_work_t **work);
+TCOMMS_API tcomms_status_t tcomms_recv(tcomms_comm_t *comm, void *buf, size_t count, tcomms_dtype_t dtype, int peer,
+                                       const tcomms_op_opts_t *opts, tcomms_work_t **work);
+
+/* ---- work handles ---------------------------------------------------------------------------------------------- */
+
+/* Wait for `work` up to timeout_ms (0 = the operation's own timeout). TCOMMS_ERR_TIMEOUT leaves the operation
+ * running: wait again or free the handle. Any other result is final and is returned again by later calls. */
+TCOMMS_API tcomms_status_t tcomms_work_wait(tcomms_work_t *work, uint32_t timeout_ms);
+/* TCOMMS_SUCCESS when complete, TCOMMS_IN_PROGRESS while running, or the operation's error. Never blocks. */
+TCOMMS_API tcomms_status_t tcomms_work_test(tcomms_work_t *work);
+/* Release the handle. An operation still running completes in the background; its buffers stay in use until then.
+ * NULL is a no-op. */
+TCOMMS_API void tcomms_work_free(tcomms_work_t *work);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TCOMMS_TCOMMS_H */

@@ -1,0 +1,362 @@
+/* Every operation enters here: its arguments are validated once, the buffers' device type picks the backend, and
+ * the call either blocks until completion or hands back a work handle. Backends never see unchecked input. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "error.h"
+#include "work.h"
+
+static const char *const coll_names[TCOMMS_COLL_TYPE_COUNT] = {
+    [TCOMMS_COLL_ALL_REDUCE] = "tcomms_all_reduce",         [TCOMMS_COLL_BROADCAST] = "tcomms_broadcast",
+    [TCOMMS_COLL_REDUCE] = "tcomms_reduce",                 [TCOMMS_COLL_ALL_GATHER] = "tcomms_all_gather",
+    [TCOMMS_COLL_ALL_GATHER_V] = "tcomms_all_gather_v",     [TCOMMS_COLL_REDUCE_SCATTER] = "tcomms_reduce_scatter",
+    [TCOMMS_COLL_REDUCE_SCATTER_V] = "tcomms_reduce_scatter_v", [TCOMMS_COLL_ALL_TO_ALL] = "tcomms_all_to_all",
+    [TCOMMS_COLL_ALL_TO_ALL_V] = "tcomms_all_to_all_v",     [TCOMMS_COLL_GATHER] = "tcomms_gather",
+    [TCOMMS_COLL_SCATTER] = "tcomms_scatter",               [TCOMMS_COLL_BARRIER] = "tcomms_barrier",
+    [TCOMMS_COLL_SEND] = "tcomms_send",                     [TCOMMS_COLL_RECV] = "tcomms_recv",
+};
+
+/* a * b elements of esize bytes, or SIZE_MAX on overflow. */
+static size_t bytes_of(size_t a, size_t b, size_t esize)
+{
+    if (b != 0 && a > SIZE_MAX / b)
+        return SIZE_MAX;
+    size_t n = a * b;
+    return esize != 0 && n > SIZE_MAX / esize ? SIZE_MAX : n * esize;
+}
+
+/* Ranges [a, a+alen) and [b, b+blen) share a byte. */
+static int overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return alen != 0 && blen != 0 && x < y + blen && y < x + alen;
+}
+
+/* Extent (in elements) of a v-layout: max over r of displs[r] + counts[r]; SIZE_MAX on overflow. */
+static size_t v_extent(const size_t *counts, const size_t *displs, int n)
+{
+    size_t end = 0;
+    for (int r = 0; r < n; r++) {
+        if (counts[r] > SIZE_MAX - displs[r])
+            return SIZE_MAX;
+        if (displs[r] + counts[r] > end)
+            end = displs[r] + counts[r];
+    }
+    return end;
+}
+
+/* Packed displacements for a NULL `displs`; SIZE_MAX marks overflow. */
+static void packed(const size_t *counts, int n, size_t *displs)
+{
+    size_t at = 0;
+    for (int r = 0; r < n; r++) {
+        displs[r] = at;
+        at = counts[r] > SIZE_MAX - at ? SIZE_MAX : at + counts[r];
+    }
+}
+
+typedef struct check {
+    const char *who;
+    size_t send_bytes, recv_bytes; /* extents the operation reads and writes on this rank */
+} check_t;
+
+static tcomms_status_t check_buffers(const check_t *c, const tcomms_coll_args_t *a)
+{
+    if (c->send_bytes == SIZE_MAX || c->recv_bytes == SIZE_MAX)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: count overflows the address space (count %zu of %s)", c->who,
+                        a->count, tcomms_dtype_name(a->dtype));
+    if (c->send_bytes > 0 && a->sendbuf == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: sendbuf is NULL with a non-zero count", c->who);
+    if (c->recv_bytes > 0 && a->recvbuf == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: recvbuf is NULL with a non-zero count", c->who);
+    if (!a->in_place && overlap(a->sendbuf, c->send_bytes, a->recvbuf, c->recv_bytes))
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap without being the in-place form",
+                        c->who);
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t check_rank(const char *who, const char *what, int r, int size)
+{
+    if (r < 0 || r >= size)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s %d is out of range [0, %d)", who, what, r, size);
+    return TCOMMS_SUCCESS;
+}
+
+/* Validate `a` (counts, buffers, roots, in-place form) and fill in what the backend may rely on. `displs` is
+ * scratch for packed displacements (two arrays of comm->size). */
+static tcomms_status_t validate(const tcomms_comm_t *comm, tcomms_coll_args_t *a, size_t *scratch)
+{
+    const char *who = coll_names[a->type];
+    int n = comm->size, me = comm->rank;
+    if ((unsigned)a->dtype >= TCOMMS_DTYPE_COUNT)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: dtype %d is not a tcomms_dtype_t", who, (int)a->dtype);
+    if ((unsigned)a->op >= TCOMMS_OP_COUNT)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: op %d is not a tcomms_op_t", who, (int)a->op);
+    size_t es = tcomms_dtype_size(a->dtype), cnt = a->count;
+    const char *inbuf = a->sendbuf;
+    char *outbuf = a->recvbuf;
+    check_t c = {who, 0, 0};
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    switch (a->type) {
+    case TCOMMS_COLL_ALL_REDUCE:
+        a->in_place = inbuf == outbuf;
+        c.send_bytes = c.recv_bytes = bytes_of(cnt, 1, es);
+        break;
+    case TCOMMS_COLL_BROADCAST:
+        a->in_place = 1;
+        st = check_rank(who, "root", a->peer, n);
+        c.recv_bytes = bytes_of(cnt, 1, es);
+        break;
+    case TCOMMS_COLL_REDUCE:
+        st = check_rank(who, "root", a->peer, n);
+        a->in_place = me == a->peer && inbuf == outbuf;
+        c.send_bytes = bytes_of(cnt, 1, es);
+        c.recv_bytes = me == a->peer ? c.send_bytes : 0;
+        break;
+    case TCOMMS_COLL_ALL_GATHER:
+        c.send_bytes = bytes_of(cnt, 1, es);
+        c.recv_bytes = bytes_of(cnt, (size_t)n, es);
+        a->in_place = c.recv_bytes != SIZE_MAX && outbuf != NULL && inbuf == outbuf + (size_t)me * cnt * es;
+        break;
+    case TCOMMS_COLL_REDUCE_SCATTER:
+        c.send_bytes = bytes_of(cnt, (size_t)n, es);
+        c.recv_bytes = bytes_of(cnt, 1, es);
+        a->in_place = c.send_bytes != SIZE_MAX && inbuf != NULL && outbuf == inbuf + (size_t)me * cnt * es;
+        break;
+    case TCOMMS_COLL_ALL_TO_ALL:
+        a->in_place = inbuf == outbuf;
+        c.send_bytes = c.recv_bytes = bytes_of(cnt, (size_t)n, es);
+        break;
+    case TCOMMS_COLL_GATHER:
+        st = check_rank(who, "root", a->peer, n);
+        c.send_bytes = bytes_of(cnt, 1, es);
+        c.recv_bytes = me == a->peer ? bytes_of(cnt, (size_t)n, es) : 0;
+        a->in_place = me == a->peer && c.recv_bytes != SIZE_MAX && outbuf != NULL &&
+                      inbuf == outbuf + (size_t)a->peer * cnt * es;
+        break;
+    case TCOMMS_COLL_SCATTER:
+        st = check_rank(who, "root", a->peer, n);
+        c.send_bytes = me == a->peer ? bytes_of(cnt, (size_t)n, es) : 0;
+        c.recv_bytes = bytes_of(cnt, 1, es);
+        a->in_place = me == a->peer && c.send_bytes != SIZE_MAX && inbuf != NULL &&
+                      outbuf == inbuf + (size_t)a->peer * cnt * es;
+        break;
+    case TCOMMS_COLL_ALL_GATHER_V:
+    case TCOMMS_COLL_REDUCE_SCATTER_V:
+        if (a->recvcounts == NULL)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: recvcounts is NULL", who);
+        if (a->rdispls == NULL || a->type == TCOMMS_COLL_REDUCE_SCATTER_V) {
+            packed(a->recvcounts, n, scratch);
+            a->rdispls = scratch;
+        }
+        a->count = a->recvcounts[me];
+        if (a->type == TCOMMS_COLL_ALL_GATHER_V) {
+            c.send_bytes = bytes_of(a->count, 1, es);
+            c.recv_bytes = bytes_of(v_extent(a->recvcounts, a->rdispls, n), 1, es);
+            a->in_place = c.recv_bytes != SIZE_MAX && outbuf != NULL && inbuf == outbuf + a->rdispls[me] * es;
+        } else {
+            c.send_bytes = bytes_of(v_extent(a->recvcounts, a->rdispls, n), 1, es);
+            c.recv_bytes = bytes_of(a->count, 1, es);
+            a->in_place = c.send_bytes != SIZE_MAX && inbuf != NULL && outbuf == inbuf + a->rdispls[me] * es;
+        }
+        break;
+    case TCOMMS_COLL_ALL_TO_ALL_V:
+        if (a->sendcounts == NULL || a->recvcounts == NULL)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s is NULL", who,
+                            a->sendcounts == NULL ? "sendcounts" : "recvcounts");
+        if (a->sdispls == NULL) {
+            packed(a->sendcounts, n, scratch);
+            a->sdispls = scratch;
+        }
+        if (a->rdispls == NULL) {
+            packed(a->recvcounts, n, scratch + n);
+            a->rdispls = scratch + n;
+        }
+        c.send_bytes = bytes_of(v_extent(a->sendcounts, a->sdispls, n), 1, es);
+        c.recv_bytes = bytes_of(v_extent(a->recvcounts, a->rdispls, n), 1, es);
+        if (inbuf == outbuf && c.send_bytes > 0)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: has no in-place form (sendbuf == recvbuf)", who);
+        break;
+    case TCOMMS_COLL_BARRIER:
+        break;
+    case TCOMMS_COLL_SEND:
+    case TCOMMS_COLL_RECV:
+        st = check_rank(who, "peer", a->peer, n);
+        if (st == TCOMMS_SUCCESS && a->peer == me)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: peer %d is the caller itself", who, a->peer);
+        if (a->type == TCOMMS_COLL_SEND)
+            c.send_bytes = bytes_of(cnt, 1, es);
+        else
+            c.recv_bytes = bytes_of(cnt, 1, es);
+        break;
+    default:
+        return tc_error(TCOMMS_ERR_INTERNAL, "unknown operation %d", (int)a->type);
+    }
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    return check_buffers(&c, a);
+}
+
+/* Validate, route by device type, post; then block or hand back a work handle. */
+static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const tcomms_op_opts_t *opts,
+                              tcomms_work_t **work)
+{
+    const char *who = coll_names[a->type];
+    if (comm == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: comm is NULL", who);
+    if (work != NULL)
+        *work = NULL;
+    tcomms_device_type_t type = comm->device.type;
+    a->timeout_ms = comm->timeout_ms;
+    if (opts != NULL) {
+        const uint64_t known = TCOMMS_OP_OPT_TIMEOUT | TCOMMS_OP_OPT_STREAM | TCOMMS_OP_OPT_DEVICE_TYPE;
+        if (opts->field_mask & ~known)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: opts.field_mask has unknown bits 0x%llx", who,
+                            (unsigned long long)(opts->field_mask & ~known));
+        if ((opts->field_mask & TCOMMS_OP_OPT_TIMEOUT) && opts->timeout_ms != 0)
+            a->timeout_ms = opts->timeout_ms;
+        if (opts->field_mask & TCOMMS_OP_OPT_STREAM)
+            a->stream = opts->stream;
+        if (opts->field_mask & TCOMMS_OP_OPT_DEVICE_TYPE)
+            type = opts->device_type;
+    }
+    const tc_slot_t *slot;
+    tcomms_status_t st = tc_comm_slot(comm, type, who, &slot);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    size_t stack_scratch[2 * 64];
+    size_t *scratch = comm->size <= 64 ? stack_scratch : malloc(2 * (size_t)comm->size * sizeof(size_t));
+    if (scratch == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "%s: out of memory", who);
+    st = validate(comm, a, scratch);
+    void *bwork = NULL;
+    if (st == TCOMMS_SUCCESS)
+        st = slot->be->post(slot->bcomm, a, &bwork);
+    if (scratch != stack_scratch)
+        free(scratch);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (work == NULL)
+        return tc_work_block(slot->be, bwork, a->timeout_ms);
+    return tc_work_wrap(slot->be, bwork, a->timeout_ms, work);
+}
+
+tcomms_status_t tcomms_all_reduce(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  tcomms_dtype_t dtype, tcomms_op_t op, const tcomms_op_opts_t *opts,
+                                  tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_ALL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .count = count, .dtype = dtype, .op = op};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_broadcast(tcomms_comm_t *comm, void *buf, size_t count, tcomms_dtype_t dtype, int root,
+                                 const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_BROADCAST, .sendbuf = buf, .recvbuf = buf, .count = count,
+                            .dtype = dtype, .peer = root};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_reduce(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              tcomms_dtype_t dtype, tcomms_op_t op, int root, const tcomms_op_opts_t *opts,
+                              tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                            .dtype = dtype, .op = op, .peer = root};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_all_gather(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                                  tcomms_dtype_t dtype, const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_ALL_GATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .count = sendcount, .dtype = dtype};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_all_gather_v(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                    const size_t *recvcounts, const size_t *displs, tcomms_dtype_t dtype,
+                                    const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_ALL_GATHER_V, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .recvcounts = recvcounts, .rdispls = displs, .dtype = dtype};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_reduce_scatter(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                                      tcomms_dtype_t dtype, tcomms_op_t op, const tcomms_op_opts_t *opts,
+                                      tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .count = recvcount, .dtype = dtype, .op = op};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_reduce_scatter_v(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        const size_t *recvcounts, tcomms_dtype_t dtype, tcomms_op_t op,
+                                        const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_REDUCE_SCATTER_V, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .recvcounts = recvcounts, .dtype = dtype, .op = op};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_all_to_all(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  tcomms_dtype_t dtype, const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_ALL_TO_ALL, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .count = count, .dtype = dtype};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_all_to_all_v(tcomms_comm_t *comm, const void *sendbuf, const size_t *sendcounts,
+                                    const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                    const size_t *rdispls, tcomms_dtype_t dtype, const tcomms_op_opts_t *opts,
+                                    tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_ALL_TO_ALL_V, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .sendcounts = sendcounts, .sdispls = sdispls, .recvcounts = recvcounts,
+                            .rdispls = rdispls, .dtype = dtype};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_gather(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                              tcomms_dtype_t dtype, int root, const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_GATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .count = sendcount, .dtype = dtype, .peer = root};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_scatter(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                               tcomms_dtype_t dtype, int root, const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                            .count = recvcount, .dtype = dtype, .peer = root};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_barrier(tcomms_comm_t *comm, const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_BARRIER, .dtype = TCOMMS_UINT8};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_send(tcomms_comm_t *comm, const void *buf, size_t count, tcomms_dtype_t dtype, int peer,
+                            const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_SEND, .sendbuf = buf, .count = count, .dtype = dtype,
+                            .peer = peer};
+    return submit(comm, &a, opts, work);
+}
+
+tcomms_status_t tcomms_recv(tcomms_comm_t *comm, void *buf, size_t count, tcomms_dtype_t dtype, int peer,
+                            const tcomms_op_opts_t *opts, tcomms_work_t **work)
+{
+    tcomms_coll_args_t a = {.type = TCOMMS_COLL_RECV, .recvbuf = buf, .count = count, .dtype = dtype,
+                            .peer = peer};
+    return submit(comm, &a, opts, work);
+}

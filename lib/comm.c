@@ -1,0 +1,449 @@
+/* Root communicators: bootstrap from parameters or the environment, pick a backend per device type, meet the other
+ * ranks through the rendezvous store, create every backend eagerly; plus destroy and the queries. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "env.h"
+#include "error.h"
+#include "hints.h"
+#include "loader.h"
+#include "log.h"
+
+#define DEFAULT_TIMEOUT_MS 300000u
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Root communicators created so far per name in this process: all ranks create roots in the same order, so the
+ * count makes each incarnation's store keys distinct ("world#2") without any communication. */
+static struct incarnation {
+    char name[128];
+    unsigned count;
+} incarnations[64];
+
+static unsigned next_incarnation(const char *name)
+{
+    pthread_mutex_lock(&lock);
+    size_t i = 0;
+    while (i < 64 && incarnations[i].name[0] != '\0' && strcmp(incarnations[i].name, name) != 0)
+        i++;
+    unsigned n = 0;
+    if (i < 64) {
+        snprintf(incarnations[i].name, sizeof(incarnations[i].name), "%s", name);
+        n = ++incarnations[i].count;
+    }
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+void tc_store_ref_acquire(tc_store_ref_t *ref)
+{
+    pthread_mutex_lock(&lock);
+    ref->refs++;
+    pthread_mutex_unlock(&lock);
+}
+
+void tc_store_ref_release(tc_store_ref_t *ref)
+{
+    if (ref == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    int last = --ref->refs == 0;
+    pthread_mutex_unlock(&lock);
+    if (!last)
+        return;
+    tc_store_free(ref->store);
+    tc_store_server_stop(ref->server);
+    free(ref);
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#define SERVER_ID_KEY "tcomms/server"
+
+/* Connect to the built-in store and make sure the server is this incarnation's: a rank that finished the previous
+ * root communicator faster than rank 0 could otherwise reach rank 0's old server, still listening on the port. */
+static tcomms_status_t connect_store(tcomms_comm_t *comm, int port, const char *id, tc_store_ref_t *ref)
+{
+    const char *token = getenv("TCOMMS_STORE_TOKEN");
+    uint64_t deadline = now_ms() + comm->timeout_ms;
+    for (unsigned backoff = 10;; backoff = backoff < 1000 ? backoff * 2 : 1000) {
+        uint64_t now = now_ms();
+        if (now >= deadline)
+            return tc_error(TCOMMS_ERR_TIMEOUT, "store at %s:%d: no server for communicator '%s' within %u ms",
+                            comm->master_addr, port, id, comm->timeout_ms);
+        tcomms_status_t st =
+            tc_store_connect(comm->master_addr, port, token, (uint32_t)(deadline - now), &ref->store);
+        if (st != TCOMMS_SUCCESS)
+            return st;
+        if (ref->server != NULL)
+            return tc_store_set(ref->store, SERVER_ID_KEY, id, strlen(id));
+        void *seen = NULL;
+        size_t len = 0;
+        st = tc_store_get(ref->store, SERVER_ID_KEY, &seen, &len, 1000);
+        int match = st == TCOMMS_SUCCESS && len == strlen(id) && memcmp(seen, id, len) == 0;
+        free(seen);
+        if (match)
+            return TCOMMS_SUCCESS;
+        tc_log(TCOMMS_LOG_DEBUG, "store", "%s:%d serves another communicator; retrying", comm->master_addr, port);
+        tc_store_free(ref->store);
+        ref->store = NULL;
+        sleep_ms(backoff);
+    }
+}
+
+static tcomms_status_t open_store(tcomms_comm_t *comm, const tcomms_comm_params_t *p, int port, const char *id)
+{
+    tc_store_ref_t *ref = calloc(1, sizeof(*ref));
+    if (ref == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    ref->refs = 1;
+    comm->store = ref;
+    if (p != NULL && (p->field_mask & TCOMMS_COMM_PARAM_STORE))
+        return tc_store_from_ops(p->store_ops, p->store_ctx, &ref->store);
+    const char *token = getenv("TCOMMS_STORE_TOKEN");
+    if (comm->size == 1 && comm->master_addr[0] == '\0') {
+        /* A single process needs no master: serve a private store on loopback. */
+        snprintf(comm->master_addr, sizeof(comm->master_addr), "127.0.0.1");
+        tcomms_status_t st = tc_store_server_start("127.0.0.1", 0, token, &ref->server);
+        if (st != TCOMMS_SUCCESS)
+            return st;
+        port = tc_store_server_port(ref->server);
+    } else if (comm->rank == 0) {
+        tcomms_status_t st = tc_store_server_start(getenv("TCOMMS_STORE_BIND_ADDR"), port, token, &ref->server);
+        if (st != TCOMMS_SUCCESS)
+            return tc_error_prefix(st, "rank 0 serving the rendezvous store on port %d: ", port);
+    }
+    return connect_store(comm, port, id, ref);
+}
+
+/* Which backend serves each device type: the selection names it, or the default for the bound device. */
+static tcomms_status_t select_backends(tcomms_comm_t *comm, const char *spec)
+{
+    tc_selection_t sel;
+    tcomms_status_t st = tc_selection_parse(spec, &sel);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
+        if (!sel.explicit_[t])
+            continue;
+        st = tc_backend_load(sel.names[t], &comm->slot[t].be);
+        if (st != TCOMMS_SUCCESS)
+            return tc_error_prefix(st, "backend selection '%s': ", spec);
+    }
+    int bound = comm->device.type;
+    if (comm->slot[bound].be != NULL)
+        return TCOMMS_SUCCESS;
+    if (sel.explicit_[TCOMMS_DEVICE_CPU] || sel.explicit_[TCOMMS_DEVICE_CUDA])
+        return tc_error(TCOMMS_ERR_NO_BACKEND_FOR_DEVICE,
+                            "backend selection '%s' names no backend for the bound device '%s'", spec,
+                            tcomms_device_type_name(comm->device.type));
+    static const char *const cpu_defaults[] = {"gloo", "ucx", NULL}, *const cuda_defaults[] = {"nccl", NULL};
+    const char *const *candidates = bound == TCOMMS_DEVICE_CPU ? cpu_defaults : cuda_defaults;
+    char reasons[1024] = "";
+    for (int i = 0; candidates[i] != NULL; i++) {
+        if (tc_backend_load(candidates[i], &comm->slot[bound].be) == TCOMMS_SUCCESS)
+            return TCOMMS_SUCCESS;
+        size_t n = strlen(reasons);
+        snprintf(reasons + n, sizeof(reasons) - n, "%s%s", n ? "; " : "", tcomms_last_error());
+    }
+    return tc_error(TCOMMS_ERR_BACKEND_UNAVAILABLE, "no backend available for device '%s': %s",
+                    tcomms_device_type_name(comm->device.type), reasons);
+}
+
+void tc_comm_cleanup_keys(tcomms_comm_t *comm, const char *prefix, int members)
+{
+    char key[TC_KEY_MAX];
+    int64_t n = 0;
+    snprintf(key, sizeof(key), "%.*sdone", TC_SUBPREFIX_MAX, prefix);
+    if (tc_store_add(comm->store->store, key, 1, &n) == TCOMMS_SUCCESS && n == members &&
+        tc_store_del_prefix(comm->store->store, prefix) == TCOMMS_ERR_NOT_SUPPORTED)
+        tc_store_del(comm->store->store, key); /* a user store: at least drop the counter */
+    tc_error_clear();
+}
+
+tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks)
+{
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
+        if (comm->slot[t].be == NULL)
+            continue;
+        char prefix[TC_KEY_MAX];
+        snprintf(prefix, sizeof(prefix), "%s/create/%.32s", comm->prefix, comm->slot[t].be->name);
+        tcomms_backend_comm_args_t args = {
+            .core = &tc_core,
+            .name = comm->name,
+            .prefix = prefix,
+            .store = comm->store->store,
+            .rank = comm->rank,
+            .size = comm->size,
+            .local_rank = comm->local_rank,
+            .device = comm->device,
+            .master_addr = comm->master_addr[0] ? comm->master_addr : NULL,
+            .timeout_ms = comm->timeout_ms,
+            .hints = comm->hints,
+            .parent = parent ? parent->slot[t].bcomm : NULL,
+            .parent_ranks = parent_ranks,
+        };
+        if (args.device.type != (tcomms_device_type_t)t)
+            args.device = (tcomms_device_t){(tcomms_device_type_t)t, 0};
+        tcomms_status_t st = comm->slot[t].be->comm_create(&args, &comm->slot[t].bcomm);
+        if (st != TCOMMS_SUCCESS) {
+            tc_error_prefix(st, "creating communicator '%s' on backend '%s': ", comm->name, comm->slot[t].be->name);
+            for (int u = 0; u < t; u++)
+                if (comm->slot[u].bcomm != NULL)
+                    comm->slot[u].be->comm_destroy(comm->slot[u].bcomm);
+            return st;
+        }
+    }
+    char create[TC_KEY_MAX];
+    snprintf(create, sizeof(create), "%s/create/", comm->prefix);
+    tc_comm_cleanup_keys(comm, create, comm->size);
+    tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' ready: rank %d of %d", comm->name, comm->rank, comm->size);
+    return TCOMMS_SUCCESS;
+}
+
+/* Fill identity, timeout and hints from `p` and the environment. */
+static tcomms_status_t read_params(tcomms_comm_t *comm, const tcomms_comm_params_t *p, int *port)
+{
+    uint64_t mask = p ? p->field_mask : 0;
+    tc_bootstrap_t bs;
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    if (mask & TCOMMS_COMM_PARAM_RANK) {
+        if (p->size < 1 || p->rank < 0 || p->rank >= p->size || p->local_rank < -1)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "params: rank %d / size %d / local_rank %d are inconsistent",
+                            p->rank, p->size, p->local_rank);
+        comm->rank = p->rank;
+        comm->size = p->size;
+        comm->local_rank = p->local_rank;
+        if (!(mask & TCOMMS_COMM_PARAM_MASTER) && (st = tc_env_bootstrap(&bs)) == TCOMMS_SUCCESS) {
+            snprintf(comm->master_addr, sizeof(comm->master_addr), "%s", bs.master_addr);
+            *port = bs.master_port;
+        }
+    } else if ((st = tc_env_bootstrap(&bs)) == TCOMMS_SUCCESS) {
+        comm->rank = bs.rank;
+        comm->size = bs.size;
+        comm->local_rank = bs.local_rank;
+        snprintf(comm->master_addr, sizeof(comm->master_addr), "%s", bs.master_addr);
+        *port = bs.master_port;
+    }
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (mask & TCOMMS_COMM_PARAM_MASTER) {
+        if (p->master_addr == NULL || *p->master_addr == '\0' || p->master_port < 1 || p->master_port > 65535)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "params: master_addr '%s' / master_port %d are not valid",
+                            p->master_addr ? p->master_addr : "(null)", p->master_port);
+        snprintf(comm->master_addr, sizeof(comm->master_addr), "%s", p->master_addr);
+        *port = p->master_port;
+    }
+    if (comm->size > 1 && !(mask & TCOMMS_COMM_PARAM_STORE) && (comm->master_addr[0] == '\0' || *port == 0))
+        return tc_error(TCOMMS_ERR_BAD_ENV, "%d ranks need a rendezvous address: set TCOMMS_MASTER_ADDR and "
+                        "TCOMMS_MASTER_PORT (or MASTER_ADDR and MASTER_PORT)%s", comm->size,
+                        comm->master_addr[0] == '\0' ? " (the address is missing)" : " (the port is missing)");
+    long timeout = DEFAULT_TIMEOUT_MS;
+    if (mask & TCOMMS_COMM_PARAM_TIMEOUT) {
+        if (p->timeout_ms == 0)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "params: timeout_ms must be > 0");
+        timeout = p->timeout_ms;
+    } else if ((st = tc_env_int("TCOMMS_TIMEOUT_MS", 1, UINT32_MAX, DEFAULT_TIMEOUT_MS, &timeout)) != 0)
+        return st;
+    comm->timeout_ms = (uint32_t)timeout;
+    if ((st = tcomms_hints_create(&comm->hints)) != TCOMMS_SUCCESS)
+        return st;
+    const char *env_hints = getenv("TCOMMS_HINTS");
+    if (env_hints != NULL && (st = tcomms_hints_parse(comm->hints, env_hints)) != TCOMMS_SUCCESS)
+        return tc_error_prefix(TCOMMS_ERR_BAD_ENV, "environment variable TCOMMS_HINTS: ");
+    if ((mask & TCOMMS_COMM_PARAM_HINTS) && (st = tc_hints_merge(comm->hints, p->hints)) != TCOMMS_SUCCESS)
+        return st;
+    return tc_hints_check(comm->hints);
+}
+
+static tcomms_status_t read_device(tcomms_comm_t *comm, const tcomms_comm_params_t *p)
+{
+    comm->device = (tcomms_device_t){TCOMMS_DEVICE_CPU, 0};
+    if (p == NULL || !(p->field_mask & TCOMMS_COMM_PARAM_DEVICE))
+        return TCOMMS_SUCCESS;
+    if ((unsigned)p->device.type >= TCOMMS_DEVICE_TYPE_COUNT)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "params: device type %d is not a tcomms_device_type_t",
+                        (int)p->device.type);
+    if (p->device.type == TCOMMS_DEVICE_CPU && p->device.index != 0)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "params: cpu device index must be 0, not %d", p->device.index);
+    if (p->device.index < -1)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "params: device index %d must be >= -1", p->device.index);
+    comm->device = p->device;
+    if (comm->device.index == -1) {
+        if (comm->local_rank < 0)
+            return tc_error(TCOMMS_ERR_BAD_ENV, "device cuda:-1 needs the local rank: set TCOMMS_LOCAL_RANK (or "
+                            "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID)");
+        comm->device.index = comm->local_rank;
+    }
+    return TCOMMS_SUCCESS;
+}
+
+static void comm_free(tcomms_comm_t *comm)
+{
+    tc_store_ref_release(comm->store);
+    tcomms_hints_free(comm->hints);
+    free(comm);
+}
+
+tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_comm_t **out)
+{
+    if (out == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_create: out is NULL");
+    *out = NULL;
+    tcomms_comm_t *comm = calloc(1, sizeof(*comm));
+    if (comm == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_comm_create: out of memory");
+    int port = 0;
+    const char *name = params && (params->field_mask & TCOMMS_COMM_PARAM_NAME) ? params->name : "world";
+    const char *spec = params && (params->field_mask & TCOMMS_COMM_PARAM_BACKEND) ? params->backend
+                                                                                   : getenv("TCOMMS_BACKEND");
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    if (name == NULL || *name == '\0' || strlen(name) >= sizeof(comm->name) - 16 || strchr(name, '/'))
+        st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_create: name must be 1..100 characters without '/'");
+    if (st == TCOMMS_SUCCESS && params && (params->field_mask & TCOMMS_COMM_PARAM_STORE) &&
+        params->store_ops == NULL)
+        st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_create: params.store_ops is NULL");
+    if (st == TCOMMS_SUCCESS)
+        st = read_params(comm, params, &port);
+    if (st == TCOMMS_SUCCESS)
+        st = read_device(comm, params);
+    if (st == TCOMMS_SUCCESS) {
+        st = select_backends(comm, spec);
+        if (st != TCOMMS_SUCCESS && spec != NULL && !(params && (params->field_mask & TCOMMS_COMM_PARAM_BACKEND)))
+            tc_error_prefix(st, "TCOMMS_BACKEND: ");
+    }
+    if (st == TCOMMS_SUCCESS) {
+        snprintf(comm->name, sizeof(comm->name), "%s", name);
+        unsigned n = next_incarnation(name);
+        char id[160];
+        snprintf(id, sizeof(id), "%s#%u", name, n);
+        snprintf(comm->prefix, sizeof(comm->prefix), "tcomms/%s", id);
+        st = open_store(comm, params, port, id);
+    }
+    if (st == TCOMMS_SUCCESS)
+        st = tc_comm_create_backends(comm, NULL, NULL);
+    if (st != TCOMMS_SUCCESS) {
+        comm_free(comm);
+        return st;
+    }
+    *out = comm;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm)
+{
+    if (comm == NULL)
+        return TCOMMS_SUCCESS;
+    tcomms_status_t first = TCOMMS_SUCCESS;
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
+        if (comm->slot[t].bcomm == NULL)
+            continue;
+        tcomms_status_t st = comm->slot[t].be->comm_destroy(comm->slot[t].bcomm);
+        if (first == TCOMMS_SUCCESS)
+            first = st;
+    }
+    comm_free(comm);
+    return first;
+}
+
+/* ---- queries ---------------------------------------------------------------------------------------------------- */
+
+#define CHECK_QUERY(comm, out)                                                                                    \
+    if ((comm) == NULL || (out) == NULL)                                                                          \
+    return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s is NULL", __func__, (comm) == NULL ? "comm" : #out)
+
+tcomms_status_t tcomms_comm_rank(const tcomms_comm_t *comm, int *rank)
+{
+    CHECK_QUERY(comm, rank);
+    *rank = comm->rank;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_size(const tcomms_comm_t *comm, int *size)
+{
+    CHECK_QUERY(comm, size);
+    *size = comm->size;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_name(const tcomms_comm_t *comm, const char **name)
+{
+    CHECK_QUERY(comm, name);
+    *name = comm->name;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_device(const tcomms_comm_t *comm, tcomms_device_t *device)
+{
+    CHECK_QUERY(comm, device);
+    *device = comm->device;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *who,
+                                const tc_slot_t **out)
+{
+    if ((unsigned)type >= TCOMMS_DEVICE_TYPE_COUNT)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: device type %d is not a tcomms_device_type_t", who, (int)type);
+    if (comm->slot[type].be == NULL) {
+        char held[128] = "";
+        for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
+            if (comm->slot[t].be != NULL) {
+                size_t n = strlen(held);
+                snprintf(held + n, sizeof(held) - n, "%s%s:%s", n ? "," : "",
+                         tcomms_device_type_name((tcomms_device_type_t)t), comm->slot[t].be->name);
+            }
+        return tc_error(TCOMMS_ERR_NO_BACKEND_FOR_DEVICE,
+                        "%s: requested backend for device '%s' is not present in communicator '%s' (it holds %s)",
+                        who, tcomms_device_type_name(type), comm->name, held);
+    }
+    *out = &comm->slot[type];
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_backend(const tcomms_comm_t *comm, tcomms_device_type_t type, const char **name)
+{
+    CHECK_QUERY(comm, name);
+    const tc_slot_t *slot;
+    tcomms_status_t st = tc_comm_slot(comm, type, __func__, &slot);
+    if (st == TCOMMS_SUCCESS)
+        *name = slot->be->name;
+    return st;
+}
+
+tcomms_status_t tcomms_comm_hint(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *key, char *buf,
+                                 size_t len)
+{
+    CHECK_QUERY(comm, buf);
+    if (key == NULL || len == 0)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_hint: %s", key ? "len is 0" : "key is NULL");
+    const char *canonical = tc_hint_canonical(key);
+    if (canonical == NULL && strchr(key, '.') == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_hint: unknown hint '%s'", key);
+    const tc_slot_t *slot;
+    tcomms_status_t st = tc_comm_slot(comm, type, __func__, &slot);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    st = slot->be->comm_hint ? slot->be->comm_hint(slot->bcomm, canonical ? canonical : key, buf, len)
+                             : TCOMMS_ERR_NOT_SUPPORTED;
+    if (st == TCOMMS_ERR_NOT_SUPPORTED) {
+        snprintf(buf, len, "not applicable");
+        st = TCOMMS_SUCCESS;
+    }
+    return st;
+}

@@ -1,0 +1,59 @@
+/* The communicator as the core sees it: identity, the rendezvous store it shares with its splits, and one backend
+ * communicator per device type. comm.c creates root communicators, split.c children, coll.c routes operations. */
+#ifndef TC_COMM_H
+#define TC_COMM_H
+
+#include <tcomms/backend.h>
+
+#include "store.h"
+
+/* Store-key prefixes grow by a few characters per split level; keys add a short suffix to a prefix. */
+#define TC_PREFIX_MAX 256
+#define TC_SUBPREFIX_MAX (TC_PREFIX_MAX + 32) /* a prefix plus one "/s<n>/x" level */
+#define TC_KEY_MAX (TC_SUBPREFIX_MAX + 32)
+
+/* A store shared by a root communicator and every communicator split from it; freed with the last of them. */
+typedef struct tc_store_ref {
+    tcomms_store_t *store;
+    tc_store_server_t *server; /* rank 0 of a root using the built-in store */
+    int refs;                  /* guarded by a process-wide lock in comm.c */
+} tc_store_ref_t;
+
+typedef struct tc_slot {
+    const tcomms_backend_t *be; /* NULL: no backend for this device type */
+    void *bcomm;
+} tc_slot_t;
+
+struct tcomms_comm {
+    char name[128];
+    char prefix[TC_PREFIX_MAX]; /* store-key prefix, identical on all members */
+    int rank, size, local_rank;
+    tcomms_device_t device;
+    uint32_t timeout_ms;
+    tcomms_hints_t *hints;
+    tc_store_ref_t *store;
+    char master_addr[256];
+    uint64_t splits;   /* split calls so far: part of children's prefixes */
+    tc_slot_t slot[TCOMMS_DEVICE_TYPE_COUNT];
+};
+
+/* Create every backend the communicator's slots name (collective over its members), then let the last member out
+ * delete the creation keys (everything under "<prefix>/create/"; splits use "<prefix>/s<n>/", which a fast rank
+ * may already be writing). On failure the slots created so far are destroyed. `parent` and `parent_ranks` are
+ * NULL for a root. */
+tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks);
+/* Delete every key under `prefix` (ending in '/') once all `members` callers have called this with it (last one
+ * out, counted in the key "<prefix>done"). */
+void tc_comm_cleanup_keys(tcomms_comm_t *comm, const char *prefix, int members);
+/* The backend slot serving `type`, or TCOMMS_ERR_NO_BACKEND_FOR_DEVICE naming what the communicator holds; `who`
+ * starts the message. */
+tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *who,
+                             const tc_slot_t **out);
+void tc_store_ref_release(tc_store_ref_t *ref);
+void tc_store_ref_acquire(tc_store_ref_t *ref);
+
+/* Timeout used when a blocking call waits on a backend: the operation's own plus a margin for the backend to
+ * report its timeout first. */
+#define TC_WAIT_MARGIN_MS 5000u
+
+#endif

@@ -1,0 +1,53 @@
+/* The services table (tcomms_core_t) lent to backend modules: they reach logging, errors, reductions, hints and
+ * the store through it rather than by linking libtcomms. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "dtype.h"
+#include "error.h"
+#include "loader.h"
+#include "log.h"
+#include "store.h"
+
+static tcomms_status_t core_error(tcomms_status_t status, const char *fmt, ...) TC_PRINTF(2, 3);
+static void core_log(tcomms_log_level_t level, const char *who, const char *fmt, ...) TC_PRINTF(3, 4);
+
+static tcomms_status_t core_error(tcomms_status_t status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return tc_error(status, "%s", msg);
+}
+
+static void core_log(tcomms_log_level_t level, const char *who, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tc_vlog(level, who, fmt, ap);
+    va_end(ap);
+}
+
+static tcomms_status_t core_hints_get(const tcomms_hints_t *hints, const char *key, const char **value)
+{
+    if (hints == NULL)
+        return TCOMMS_ERR_NOT_FOUND;
+    return tcomms_hints_get(hints, key, value);
+}
+
+const tcomms_core_t tc_core = {
+    .abi_version = TCOMMS_BACKEND_ABI_VERSION,
+    .log = core_log,
+    .error = core_error,
+    .dtype_size = tcomms_dtype_size,
+    .reduce_fn = tc_reduce_fn,
+    .avg_finish = tc_avg_finish,
+    .store_set = tc_store_set,
+    .store_get = tc_store_get,
+    .store_wait = tc_store_wait,
+    .store_add = tc_store_add,
+    .store_del = tc_store_del,
+    .hints_get = core_hints_get,
+};

@@ -1,0 +1,27 @@
+/* Reading the process environment: rank bootstrap from the launcher conventions, and typed variables. */
+#ifndef TC_ENV_H
+#define TC_ENV_H
+
+#include <tcomms/tcomms.h>
+
+typedef struct tc_bootstrap {
+    int rank, size, local_rank;  /* local_rank -1 when the launcher did not say */
+    const char *source;          /* "TCOMMS", "torchrun", "Open MPI", "Slurm" or "default" */
+    char master_addr[256];       /* "" when not set */
+    int master_port;             /* 0 when not set */
+} tc_bootstrap_t;
+
+/* Fill `bs` from the environment: TCOMMS_RANK/SIZE/LOCAL_RANK, then torchrun's RANK/WORLD_SIZE/LOCAL_RANK, then
+ * OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK, then SLURM_PROCID/NTASKS/LOCALID; the first family whose rank variable is
+ * set wins, and no family at all means a single process (rank 0 of 1). Master address and port come from
+ * TCOMMS_MASTER_ADDR/PORT, else MASTER_ADDR/PORT. A malformed or missing value is TCOMMS_ERR_BAD_ENV naming it. */
+tcomms_status_t tc_env_bootstrap(tc_bootstrap_t *bs);
+
+/* Parse an integer variable in [min, max]; *out = dflt when unset. BAD_ENV naming it when malformed. */
+tcomms_status_t tc_env_int(const char *name, long min, long max, long dflt, long *out);
+/* Parse a decimal integer in [min, max] from text; INVALID_ARG (naming `what`) when malformed. */
+tcomms_status_t tc_parse_int(const char *text, long min, long max, const char *what, long *out);
+/* Parse a boolean (1/0, true/false, yes/no, on/off, y/n). */
+tcomms_status_t tc_parse_bool(const char *text, const char *what, int *out);
+
+#endif

@@ -1,0 +1,16 @@
+/* Hints: parsing and validation live here once; backends read canonical keys through the public getters. */
+#ifndef TC_HINTS_H
+#define TC_HINTS_H
+
+#include <tcomms/tcomms.h>
+
+/* The canonical snake_case key for any accepted spelling, or NULL if `key` is not a known un-namespaced key. */
+const char *tc_hint_canonical(const char *key);
+/* Copy `src` entries over `dst` (later wins). */
+tcomms_status_t tc_hints_merge(tcomms_hints_t *dst, const tcomms_hints_t *src);
+/* Cross-key checks (min_ctas <= max_ctas). */
+tcomms_status_t tc_hints_check(const tcomms_hints_t *hints);
+/* The known keys, NULL-terminated, canonical spelling. */
+extern const char *const tc_hint_keys[];
+
+#endif

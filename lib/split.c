@@ -1,0 +1,187 @@
+/* Splitting a communicator: by an explicit sorted rank list (torchcomms' split) or by color and key (MPI's). Both
+ * end in one routine that creates a child over an ordered member list; store keys derive from the parent's prefix
+ * and its split counter, so every rank computes the same keys without talking. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "error.h"
+#include "hints.h"
+#include "log.h"
+
+/* Check that all members passed the same list: the first member publishes it, the others compare, so a mismatch
+ * is a named error rather than a hang in the backend's rendezvous. */
+static tcomms_status_t agree_on_members(tcomms_comm_t *parent, const char *prefix, const int *members, int n,
+                                        int my_index)
+{
+    char key[TC_KEY_MAX];
+    snprintf(key, sizeof(key), "%.*s/create/members", TC_PREFIX_MAX, prefix);
+    size_t bytes = (size_t)n * sizeof(int);
+    if (my_index == 0)
+        return tc_store_set(parent->store->store, key, members, bytes);
+    void *seen = NULL;
+    size_t len = 0;
+    tcomms_status_t st = tc_store_get(parent->store->store, key, &seen, &len, parent->timeout_ms);
+    if (st != TCOMMS_SUCCESS)
+        return tc_error_prefix(st, "waiting for the member list from parent rank %d: ", members[0]);
+    int same = len == bytes && memcmp(seen, members, bytes) == 0;
+    free(seen);
+    if (!same)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "the rank list differs from the one parent rank %d passed for the "
+                        "same new communicator", members[0]);
+    return TCOMMS_SUCCESS;
+}
+
+/* Create the child over `members` (parent ranks in child-rank order); `tag` distinguishes the children of one
+ * split call. */
+static tcomms_status_t split_members(tcomms_comm_t *parent, uint64_t split, long tag, const int *members, int n,
+                                     const char *name, const tcomms_hints_t *hints, tcomms_comm_t **out)
+{
+    int my_index = -1;
+    for (int i = 0; i < n; i++)
+        if (members[i] == parent->rank)
+            my_index = i;
+    tcomms_comm_t *child = calloc(1, sizeof(*child));
+    if (child == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    int len = snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/c%ld", parent->prefix,
+                       (unsigned long long)split, tag);
+    if (len < 0 || (size_t)len >= sizeof(child->prefix)) {
+        free(child);
+        return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "split of '%s': splits nested too deeply (store-key prefix over "
+                        "%d characters)", parent->name, TC_PREFIX_MAX - 1);
+    }
+    if (name != NULL && *name != '\0')
+        snprintf(child->name, sizeof(child->name), "%s", name);
+    else
+        snprintf(child->name, sizeof(child->name), "%.100s.%llu", parent->name, (unsigned long long)split);
+    child->rank = my_index;
+    child->size = n;
+    child->local_rank = parent->local_rank;
+    child->device = parent->device;
+    child->timeout_ms = parent->timeout_ms;
+    snprintf(child->master_addr, sizeof(child->master_addr), "%s", parent->master_addr);
+    memcpy(child->slot, parent->slot, sizeof(child->slot));
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
+        child->slot[t].bcomm = NULL;
+    child->store = parent->store;
+    tc_store_ref_acquire(child->store);
+    tcomms_status_t st = tcomms_hints_create(&child->hints);
+    if (st == TCOMMS_SUCCESS && hints != NULL)
+        st = tc_hints_merge(child->hints, hints);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_hints_check(child->hints);
+    if (st == TCOMMS_SUCCESS)
+        st = agree_on_members(parent, child->prefix, members, n, my_index);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_comm_create_backends(child, parent, members);
+    if (st != TCOMMS_SUCCESS) {
+        tc_store_ref_release(child->store);
+        tcomms_hints_free(child->hints);
+        free(child);
+        return tc_error_prefix(st, "split of '%s': ", parent->name);
+    }
+    *out = child;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int nranks, const char *name,
+                                  const tcomms_hints_t *hints, tcomms_comm_t **out)
+{
+    if (parent == NULL || out == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: %s is NULL", parent ? "out" : "parent");
+    *out = NULL;
+    if (nranks < 0 || nranks > parent->size)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: nranks %d is not in [0, %d]", nranks,
+                        parent->size);
+    if (nranks > 0 && ranks == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: ranks is NULL with nranks %d", nranks);
+    int member = 0;
+    for (int i = 0; i < nranks; i++) {
+        if (ranks[i] < 0 || ranks[i] >= parent->size)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: ranks[%d] = %d is out of range [0, %d)", i,
+                            ranks[i], parent->size);
+        if (i > 0 && ranks[i] <= ranks[i - 1])
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: ranks[%d] = %d after %d: the list must be "
+                            "sorted without duplicates", i, ranks[i], ranks[i - 1]);
+        member |= ranks[i] == parent->rank;
+    }
+    if (nranks > 0 && !member)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: the caller (parent rank %d) is not in ranks; "
+                        "a non-member passes nranks = 0", parent->rank);
+    uint64_t split = ++parent->splits;
+    if (nranks == 0)
+        return TCOMMS_SUCCESS;
+    return split_members(parent, split, ranks[0], ranks, nranks, name, hints, out);
+}
+
+typedef struct color_key {
+    int color, key, rank;
+} color_key_t;
+
+static int by_key_then_rank(const void *a, const void *b)
+{
+    const color_key_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Every rank's (color, key) through the store: set ours, read all. */
+static tcomms_status_t exchange_color_key(tcomms_comm_t *parent, const char *prefix, int color, int key,
+                                          color_key_t *all)
+{
+    char k[TC_KEY_MAX];
+    int mine[2] = {color, key};
+    snprintf(k, sizeof(k), "%.*s%d", TC_SUBPREFIX_MAX, prefix, parent->rank);
+    tcomms_status_t st = tc_store_set(parent->store->store, k, mine, sizeof(mine));
+    for (int r = 0; r < parent->size && st == TCOMMS_SUCCESS; r++) {
+        void *v = NULL;
+        size_t len = 0;
+        snprintf(k, sizeof(k), "%.*s%d", TC_SUBPREFIX_MAX, prefix, r);
+        st = tc_store_get(parent->store->store, k, &v, &len, parent->timeout_ms);
+        if (st == TCOMMS_SUCCESS && len != sizeof(mine))
+            st = tc_error(TCOMMS_ERR_PROTOCOL, "store key %s holds %zu bytes, expected %zu", k, len, sizeof(mine));
+        if (st == TCOMMS_SUCCESS) {
+            memcpy(mine, v, sizeof(mine));
+            all[r] = (color_key_t){mine[0], mine[1], r};
+        }
+        free(v);
+    }
+    return st;
+}
+
+tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int key, const char *name,
+                                        const tcomms_hints_t *hints, tcomms_comm_t **out)
+{
+    if (parent == NULL || out == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: %s is NULL", parent ? "out" : "parent");
+    *out = NULL;
+    if (color < 0 && color != TCOMMS_SPLIT_NOCOLOR)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: color %d must be >= 0 or "
+                        "TCOMMS_SPLIT_NOCOLOR", color);
+    uint64_t split = ++parent->splits;
+    char prefix[TC_SUBPREFIX_MAX];
+    snprintf(prefix, sizeof(prefix), "%s/s%llu/x/", parent->prefix, (unsigned long long)split);
+    color_key_t *all = calloc((size_t)parent->size, sizeof(*all));
+    int *members = calloc((size_t)parent->size, sizeof(*members));
+    tcomms_status_t st = all && members ? exchange_color_key(parent, prefix, color, key, all)
+                                        : tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    if (st == TCOMMS_SUCCESS) {
+        tc_comm_cleanup_keys(parent, prefix, parent->size);
+        int n = 0;
+        for (int r = 0; r < parent->size; r++)
+            if (color != TCOMMS_SPLIT_NOCOLOR && all[r].color == color)
+                all[n++] = all[r];
+        qsort(all, (size_t)n, sizeof(*all), by_key_then_rank);
+        for (int i = 0; i < n; i++)
+            members[i] = all[i].rank;
+        if (n > 0)
+            st = split_members(parent, split, color, members, n, name, hints, out);
+    } else
+        tc_error_prefix(st, "tcomms_comm_split_color: ");
+    free(all);
+    free(members);
+    return st;
+}

@@ -1,0 +1,43 @@
+/* The rendezvous store: a key/value service every rank of a job reaches. Two implementations sit behind one
+ * handle: a TCP client of the built-in server (store_client.c; rank 0 runs the server, store_server.c, on a
+ * thread) and an adapter over user callbacks (store_user.c). The wire protocol is in store_proto.h. */
+#ifndef TC_STORE_H
+#define TC_STORE_H
+
+#include <tcomms/backend.h>
+
+/* Protocol limits: a request with a longer key or value is refused without being read whole. */
+#define TC_STORE_MAX_KEY 1024u
+#define TC_STORE_MAX_VALUE (16u << 20)
+#define TC_STORE_MAX_KEYS 4096u /* keys in one WAIT */
+
+typedef struct tc_store_server tc_store_server_t;
+
+/* Serve on bind_addr:port (bind_addr NULL or "" = all interfaces, IPv6 and IPv4; port 0 = any free port) from a
+ * new thread. `token` (NULL or "" = none) is the shared secret a client must present before any request. */
+tcomms_status_t tc_store_server_start(const char *bind_addr, int port, const char *token, tc_store_server_t **out);
+int tc_store_server_port(const tc_store_server_t *server);
+/* Stop the thread, close every connection, free all keys. NULL is a no-op. */
+void tc_store_server_stop(tc_store_server_t *server);
+
+/* Connect to a server, retrying with backoff (10 ms doubling to 1 s) until timeout_ms passes; present `token`. */
+tcomms_status_t tc_store_connect(const char *addr, int port, const char *token, uint32_t timeout_ms,
+                                 tcomms_store_t **out);
+/* Wrap user callbacks (not copied: they must outlive the store). */
+tcomms_status_t tc_store_from_ops(const tcomms_store_ops_t *ops, void *ctx, tcomms_store_t **out);
+void tc_store_free(tcomms_store_t *store);
+
+/* Operations (thread-safe on one handle). get() waits up to timeout_ms for the key and returns a malloc'ed copy
+ * (NUL-terminated one byte past *len, for convenience); wait() returns TCOMMS_ERR_TIMEOUT naming the first
+ * missing key; del() of an absent key is TCOMMS_SUCCESS. */
+tcomms_status_t tc_store_set(tcomms_store_t *s, const char *key, const void *value, size_t len);
+tcomms_status_t tc_store_get(tcomms_store_t *s, const char *key, void **value, size_t *len, uint32_t timeout_ms);
+tcomms_status_t tc_store_wait(tcomms_store_t *s, const char *const *keys, size_t nkeys, uint32_t timeout_ms);
+tcomms_status_t tc_store_add(tcomms_store_t *s, const char *key, int64_t delta, int64_t *result);
+tcomms_status_t tc_store_del(tcomms_store_t *s, const char *key);
+/* Delete every key starting with `prefix` (a user store without this ability: TCOMMS_ERR_NOT_SUPPORTED). */
+tcomms_status_t tc_store_del_prefix(tcomms_store_t *s, const char *prefix);
+/* Number of keys held by the server (TCP store only), for tests and leak checks. */
+tcomms_status_t tc_store_num_keys(tcomms_store_t *s, int64_t *count);
+
+#endif

@@ -1,0 +1,69 @@
+# Check tests: unit tests of lib/ link the core convenience library; multi-rank suites (tests/mrank.mk) run every
+# collective on every CPU backend that is built; tests/run.mk tests the launcher.
+unit_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
+unit_cppflags = $(AM_CPPFLAGS) -D_GNU_SOURCE
+unit_ldadd = lib/libtccore.la $(CHECK_LIBS) -lm
+
+# Built CPU backends, for the table-driven multi-rank tests.
+TEST_BACKENDS =
+if BUILD_GLOO
+TEST_BACKENDS += gloo
+endif
+
+AM_TESTS_ENVIRONMENT = \
+	TCOMMS_BACKEND_PATH='$(abs_top_builddir)/backends/gloo/.libs'; export TCOMMS_BACKEND_PATH; \
+	TCOMMS_TEST_BACKENDS='$(TEST_BACKENDS)'; export TCOMMS_TEST_BACKENDS; \
+	TCOMMS_TEST_MODULES='$(abs_top_builddir)/tests/.libs'; export TCOMMS_TEST_MODULES; \
+	TCOMMS_RUN='$(abs_top_builddir)/tools/run/tcomms-run'; export TCOMMS_RUN; \
+	RUN_CHILD='$(abs_top_builddir)/tests/run_child'; export RUN_CHILD; \
+	unset TCOMMS_BACKEND TCOMMS_HINTS TCOMMS_RANK TCOMMS_SIZE RANK WORLD_SIZE OMPI_COMM_WORLD_RANK SLURM_PROCID;
+
+if HAVE_CHECK
+unit_tests = tests/test_dtype tests/test_hints tests/test_env tests/test_error tests/test_store tests/test_loader
+check_PROGRAMS += $(unit_tests)
+TESTS += $(unit_tests)
+
+tests_test_dtype_SOURCES = tests/test_dtype.c
+tests_test_dtype_CFLAGS = $(unit_cflags)
+tests_test_dtype_CPPFLAGS = $(unit_cppflags)
+tests_test_dtype_LDADD = $(unit_ldadd)
+tests_test_hints_SOURCES = tests/test_hints.c
+tests_test_hints_CFLAGS = $(unit_cflags)
+tests_test_hints_CPPFLAGS = $(unit_cppflags)
+tests_test_hints_LDADD = $(unit_ldadd)
+tests_test_env_SOURCES = tests/test_env.c
+tests_test_env_CFLAGS = $(unit_cflags)
+tests_test_env_CPPFLAGS = $(unit_cppflags)
+tests_test_env_LDADD = $(unit_ldadd)
+tests_test_error_SOURCES = tests/test_error.c
+tests_test_error_CFLAGS = $(unit_cflags)
+tests_test_error_CPPFLAGS = $(unit_cppflags)
+tests_test_error_LDADD = $(unit_ldadd)
+tests_test_store_SOURCES = tests/test_store.c
+tests_test_store_CFLAGS = $(unit_cflags)
+tests_test_store_CPPFLAGS = $(unit_cppflags)
+tests_test_store_LDADD = $(unit_ldadd)
+tests_test_loader_SOURCES = tests/test_loader.c
+tests_test_loader_CFLAGS = $(unit_cflags)
+tests_test_loader_CPPFLAGS = $(unit_cppflags)
+tests_test_loader_LDADD = $(unit_ldadd)
+
+# The same fake module built four ways for the loader tests; -rpath makes libtool build real shared objects.
+fake_ldflags = -module -avoid-version -shared -rpath /nowhere
+check_LTLIBRARIES += tests/tcomms_fakeok.la tests/tcomms_fakeabi.la tests/tcomms_fakedecline.la \
+	tests/tcomms_fakenosym.la
+tests_tcomms_fakeok_la_SOURCES = tests/fake_backend.c
+tests_tcomms_fakeok_la_LDFLAGS = $(fake_ldflags)
+tests_tcomms_fakeabi_la_SOURCES = tests/fake_backend.c
+tests_tcomms_fakeabi_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_ABI=999
+tests_tcomms_fakeabi_la_LDFLAGS = $(fake_ldflags)
+tests_tcomms_fakedecline_la_SOURCES = tests/fake_backend.c
+tests_tcomms_fakedecline_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_DECLINE
+tests_tcomms_fakedecline_la_LDFLAGS = $(fake_ldflags)
+tests_tcomms_fakenosym_la_SOURCES = tests/fake_backend.c
+tests_tcomms_fakenosym_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_NO_SYMBOL
+tests_tcomms_fakenosym_la_LDFLAGS = $(fake_ldflags)
+endif
+
+include tests/run.mk
+include tests/mrank.mk

@@ -1,0 +1,44 @@
+# Multi-rank suites: every collective on every CPU backend named by TCOMMS_TEST_BACKENDS (test_coll), splits and
+# leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
+# $TCOMMS_RUN). They use only the public API and share the fork harness and reference in tests/libmrank.la.
+if HAVE_CHECK
+mrank_cppflags = $(AM_CPPFLAGS) -D_GNU_SOURCE
+mrank_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
+mrank_ldadd = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS) -lm
+
+check_LTLIBRARIES += tests/libmrank.la
+tests_libmrank_la_SOURCES = tests/mrank.c tests/mrank.h tests/coll_ref.c tests/coll_ref.h
+tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
+tests_libmrank_la_CFLAGS = $(mrank_cflags)
+
+mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death
+check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
+TESTS += $(mrank_tests)
+
+tests_test_coll_SOURCES = tests/test_coll.c
+tests_test_coll_CPPFLAGS = $(mrank_cppflags)
+tests_test_coll_CFLAGS = $(mrank_cflags)
+tests_test_coll_LDADD = $(mrank_ldadd)
+
+tests_test_split_SOURCES = tests/test_split.c
+tests_test_split_CPPFLAGS = $(mrank_cppflags)
+tests_test_split_CFLAGS = $(mrank_cflags)
+tests_test_split_LDADD = $(mrank_ldadd)
+
+tests_test_badinput_SOURCES = tests/test_badinput.c
+tests_test_badinput_CPPFLAGS = $(mrank_cppflags)
+tests_test_badinput_CFLAGS = $(mrank_cflags)
+tests_test_badinput_LDADD = $(mrank_ldadd)
+
+# peer_death_prog is started by tcomms-run from the test; its path is compiled in (TCOMMS_TEST_PEER_DEATH_PROG
+# overrides it).
+tests_test_peer_death_SOURCES = tests/test_peer_death.c
+tests_test_peer_death_CPPFLAGS = $(mrank_cppflags) -DPEER_DEATH_PROG='"$(abs_top_builddir)/tests/peer_death_prog"'
+tests_test_peer_death_CFLAGS = $(mrank_cflags)
+tests_test_peer_death_LDADD = $(mrank_ldadd)
+
+tests_peer_death_prog_SOURCES = tests/peer_death_prog.c
+tests_peer_death_prog_CPPFLAGS = $(mrank_cppflags)
+tests_peer_death_prog_CFLAGS = $(mrank_cflags)
+tests_peer_death_prog_LDADD = lib/libtcomms.la $(CHECK_LIBS)
+endif

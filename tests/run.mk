@@ -1,0 +1,13 @@
+# Tests of the launcher: test_run starts the built tools/run/tcomms-run ($TCOMMS_RUN) on tests/run_child
+# ($RUN_CHILD), a helper whose options make a rank print its environment, fail, or trap signals.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_run tests/run_child
+TESTS += tests/test_run
+
+tests_test_run_SOURCES = tests/test_run.c
+tests_test_run_CPPFLAGS = $(AM_CPPFLAGS) -D_GNU_SOURCE
+tests_test_run_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_run_LDADD = $(CHECK_LIBS)
+tests_run_child_SOURCES = tests/run_child.c
+tests_run_child_CPPFLAGS = $(AM_CPPFLAGS) -D_GNU_SOURCE
+endif

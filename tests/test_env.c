@@ -1,0 +1,143 @@
+/* Tests lib/env.c: launcher conventions in precedence order, and errors that name the malformed variable. Check
+ * runs each test in its own process, so environment changes do not leak between tests. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env.h"
+
+static const char *const all_vars[] = {
+    "TCOMMS_RANK", "TCOMMS_SIZE", "TCOMMS_LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+    "TCOMMS_MASTER_ADDR", "TCOMMS_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", NULL};
+
+static void clean_env(void)
+{
+    for (int i = 0; all_vars[i]; i++)
+        unsetenv(all_vars[i]);
+}
+
+START_TEST(test_default_single)
+{
+    tc_bootstrap_t bs;
+    ck_assert_int_eq(tc_env_bootstrap(&bs), TCOMMS_SUCCESS);
+    ck_assert_int_eq(bs.rank, 0);
+    ck_assert_int_eq(bs.size, 1);
+    ck_assert_int_eq(bs.local_rank, -1);
+    ck_assert_str_eq(bs.master_addr, "");
+}
+END_TEST
+
+/* Each family alone gives its values; with several set, the earlier family wins. */
+START_TEST(test_families)
+{
+    const char *fam[4][4] = {{"TCOMMS", "TCOMMS_RANK", "TCOMMS_SIZE", "TCOMMS_LOCAL_RANK"},
+                             {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+                             {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+                             {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
+    for (int f = 3; f >= 0; f--) {
+        char rank[8], size[8], local[8];
+        snprintf(rank, sizeof(rank), "%d", f + 1);
+        snprintf(size, sizeof(size), "%d", 10 + f);
+        snprintf(local, sizeof(local), "%d", f);
+        setenv(fam[f][1], rank, 1);
+        setenv(fam[f][2], size, 1);
+        setenv(fam[f][3], local, 1);
+        tc_bootstrap_t bs;
+        ck_assert_int_eq(tc_env_bootstrap(&bs), TCOMMS_SUCCESS);
+        ck_assert_str_eq(bs.source, fam[f][0]);
+        ck_assert_int_eq(bs.rank, f + 1);
+        ck_assert_int_eq(bs.size, 10 + f);
+        ck_assert_int_eq(bs.local_rank, f);
+    }
+}
+END_TEST
+
+START_TEST(test_master)
+{
+    setenv("MASTER_ADDR", "node7", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    tc_bootstrap_t bs;
+    ck_assert_int_eq(tc_env_bootstrap(&bs), TCOMMS_SUCCESS);
+    ck_assert_str_eq(bs.master_addr, "node7");
+    ck_assert_int_eq(bs.master_port, 29500);
+    setenv("TCOMMS_MASTER_ADDR", "10.1.2.3", 1);
+    setenv("TCOMMS_MASTER_PORT", "1234", 1);
+    ck_assert_int_eq(tc_env_bootstrap(&bs), TCOMMS_SUCCESS);
+    ck_assert_str_eq(bs.master_addr, "10.1.2.3");
+    ck_assert_int_eq(bs.master_port, 1234);
+}
+END_TEST
+
+static void expect_bad(const char *var)
+{
+    tc_bootstrap_t bs;
+    ck_assert_int_eq(tc_env_bootstrap(&bs), TCOMMS_ERR_BAD_ENV);
+    ck_assert_msg(strstr(tcomms_last_error(), var) != NULL, "'%s' does not name %s", tcomms_last_error(), var);
+}
+
+START_TEST(test_malformed)
+{
+    const struct {
+        const char *set[3][2];
+        const char *named;
+    } cases[] = {
+        {{{"TCOMMS_RANK", "abc"}, {"TCOMMS_SIZE", "2"}}, "TCOMMS_RANK"},
+        {{{"TCOMMS_RANK", "0"}, {"TCOMMS_SIZE", "0"}}, "TCOMMS_SIZE"},
+        {{{"TCOMMS_RANK", "2"}, {"TCOMMS_SIZE", "2"}}, "TCOMMS_RANK"},
+        {{{"TCOMMS_RANK", "0"}}, "TCOMMS_SIZE"},
+        {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "x"}}, "LOCAL_RANK"},
+        {{{"OMPI_COMM_WORLD_RANK", "-1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, "OMPI_COMM_WORLD_RANK"},
+        {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4 tasks"}}, "SLURM_NTASKS"},
+        {{{"MASTER_PORT", "70000"}}, "MASTER_PORT"},
+        {{{"TCOMMS_MASTER_PORT", ""}}, "TCOMMS_MASTER_PORT"},
+        {{{"MASTER_ADDR", ""}}, "MASTER_ADDR"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        clean_env();
+        for (int j = 0; j < 3 && cases[i].set[j][0]; j++)
+            setenv(cases[i].set[j][0], cases[i].set[j][1], 1);
+        expect_bad(cases[i].named);
+    }
+}
+END_TEST
+
+START_TEST(test_parsers)
+{
+    long v;
+    int b;
+    ck_assert_int_eq(tc_parse_int("42", 0, 100, "x", &v), TCOMMS_SUCCESS);
+    ck_assert_int_eq(v, 42);
+    ck_assert_int_eq(tc_parse_int("101", 0, 100, "x", &v), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_int_eq(tc_parse_int("99999999999999999999", 0, 100, "x", &v), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_int_eq(tc_parse_bool("On", "x", &b), TCOMMS_SUCCESS);
+    ck_assert_int_eq(b, 1);
+    ck_assert_int_eq(tc_parse_bool("nope", "flag", &b), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tcomms_last_error(), "flag"));
+    setenv("TCOMMS_TIMEOUT_MS", "5s", 1);
+    ck_assert_int_eq(tc_env_int("TCOMMS_TIMEOUT_MS", 1, 1000000, 7, &v), TCOMMS_ERR_BAD_ENV);
+    ck_assert_ptr_nonnull(strstr(tcomms_last_error(), "TCOMMS_TIMEOUT_MS"));
+    unsetenv("TCOMMS_TIMEOUT_MS");
+    ck_assert_int_eq(tc_env_int("TCOMMS_TIMEOUT_MS", 1, 1000000, 7, &v), TCOMMS_SUCCESS);
+    ck_assert_int_eq(v, 7);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("env");
+    TCase *tc = tcase_create("env");
+    tcase_add_checked_fixture(tc, clean_env, NULL);
+    tcase_add_test(tc, test_default_single);
+    tcase_add_test(tc, test_families);
+    tcase_add_test(tc, test_master);
+    tcase_add_test(tc, test_malformed);
+    tcase_add_test(tc, test_parsers);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

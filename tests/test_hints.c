@@ -1,0 +1,136 @@
+/* Tests lib/hints.c: spellings, validation of types and ranges, the TCOMMS_HINTS format, and the cross-key check. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hints.h"
+
+static tcomms_hints_t *h;
+
+static void setup(void)
+{
+    ck_assert_int_eq(tcomms_hints_create(&h), TCOMMS_SUCCESS);
+}
+
+static void teardown(void)
+{
+    tcomms_hints_free(h);
+}
+
+static const char *value_of(const char *key)
+{
+    const char *v = NULL;
+    return tcomms_hints_get(h, key, &v) == TCOMMS_SUCCESS ? v : NULL;
+}
+
+START_TEST(test_spellings)
+{
+    /* every spelling torchcomms accepts lands on one canonical key */
+    const char *pairs[][2] = {{"is_high_priority_stream", "high_priority_stream"},
+                              {"highPriorityStream", "high_priority_stream"},
+                              {"cgaClusterSize", "cga_cluster_size"},
+                              {"minCTAs", "min_ctas"},
+                              {"maxCTAs", "max_ctas"},
+                              {"splitShare", "split_share"}};
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+        ck_assert_str_eq(tc_hint_canonical(pairs[i][0]), pairs[i][1]);
+    ck_assert_ptr_null(tc_hint_canonical("maxctas"));
+    ck_assert_int_eq(tcomms_hints_set(h, "maxCTAs", "16"), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_hints_set(h, "max_ctas", "32"), TCOMMS_SUCCESS); /* replaces, not duplicates */
+    size_t n;
+    ck_assert_int_eq(tcomms_hints_count(h, &n), TCOMMS_SUCCESS);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(value_of("maxCTAs"), "32");
+    const char *k, *v;
+    ck_assert_int_eq(tcomms_hints_entry(h, 0, &k, &v), TCOMMS_SUCCESS);
+    ck_assert_str_eq(k, "max_ctas");
+    ck_assert_int_eq(tcomms_hints_entry(h, 1, &k, &v), TCOMMS_ERR_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(test_validation)
+{
+    const struct {
+        const char *key, *value;
+        tcomms_status_t want;
+    } cases[] = {
+        {"high_priority_stream", "yes", TCOMMS_SUCCESS}, {"high_priority_stream", "maybe", TCOMMS_ERR_INVALID_ARG},
+        {"blocking", "0", TCOMMS_SUCCESS},               {"blocking", "2", TCOMMS_ERR_INVALID_ARG},
+        {"cga_cluster_size", "8", TCOMMS_SUCCESS},       {"cga_cluster_size", "9", TCOMMS_ERR_INVALID_ARG},
+        {"cga_cluster_size", "-1", TCOMMS_ERR_INVALID_ARG}, {"min_ctas", "abc", TCOMMS_ERR_INVALID_ARG},
+        {"min_ctas", "0", TCOMMS_ERR_INVALID_ARG},       {"max_ctas", "64", TCOMMS_SUCCESS},
+        {"max_ctas", "4x", TCOMMS_ERR_INVALID_ARG},      {"split_share", "off", TCOMMS_SUCCESS},
+        {"nccl.algo", "ring", TCOMMS_SUCCESS},           {"gloo.hostname", "h1", TCOMMS_SUCCESS},
+        {"ucx.tls", "shm", TCOMMS_SUCCESS},              {"mystery", "1", TCOMMS_ERR_INVALID_ARG},
+        {"nccl.", "1", TCOMMS_ERR_INVALID_ARG},          {"foo.bar", "1", TCOMMS_ERR_INVALID_ARG},
+        {"", "1", TCOMMS_ERR_INVALID_ARG},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tcomms_status_t st = tcomms_hints_set(h, cases[i].key, cases[i].value);
+        ck_assert_msg(st == cases[i].want, "%s=%s gave %d", cases[i].key, cases[i].value, st);
+        if (st != TCOMMS_SUCCESS && cases[i].key[0] != '\0')
+            ck_assert_msg(strstr(tcomms_last_error(), cases[i].key) != NULL, "message '%s' does not name '%s'",
+                          tcomms_last_error(), cases[i].key);
+    }
+    ck_assert_int_eq(tcomms_hints_set(h, NULL, "1"), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_int_eq(tcomms_hints_set(h, "blocking", NULL), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_int_eq(tcomms_hints_set(NULL, "blocking", "1"), TCOMMS_ERR_INVALID_ARG);
+    char long_value[400];
+    memset(long_value, 'x', sizeof(long_value) - 1);
+    long_value[sizeof(long_value) - 1] = '\0';
+    ck_assert_int_eq(tcomms_hints_set(h, "nccl.x", long_value), TCOMMS_ERR_INVALID_ARG);
+    /* a failed set leaves no entry behind */
+    ck_assert_ptr_null(value_of("mystery"));
+    ck_assert_str_eq(value_of("blocking"), "0");
+}
+END_TEST
+
+START_TEST(test_parse)
+{
+    ck_assert_int_eq(tcomms_hints_parse(h, " minCTAs = 4 , max_ctas=8,, nccl.x=y,"), TCOMMS_SUCCESS);
+    ck_assert_str_eq(value_of("min_ctas"), "4");
+    ck_assert_str_eq(value_of("max_ctas"), "8");
+    ck_assert_str_eq(value_of("nccl.x"), "y");
+    ck_assert_int_eq(tc_hints_check(h), TCOMMS_SUCCESS);
+    /* a bad item anywhere leaves the set untouched */
+    ck_assert_int_eq(tcomms_hints_parse(h, "blocking=1,min_ctas"), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tcomms_last_error(), "min_ctas"));
+    ck_assert_int_eq(tcomms_hints_parse(h, "blocking=1,bogus=2"), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tcomms_last_error(), "bogus"));
+    ck_assert_ptr_null(value_of("blocking"));
+    ck_assert_int_eq(tcomms_hints_parse(h, ""), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_hints_parse(h, NULL), TCOMMS_ERR_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(test_merge_and_check)
+{
+    tcomms_hints_t *other;
+    ck_assert_int_eq(tcomms_hints_create(&other), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_hints_parse(h, "min_ctas=2,max_ctas=4"), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_hints_parse(other, "minCTAs=8"), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tc_hints_merge(h, other), TCOMMS_SUCCESS);
+    ck_assert_str_eq(value_of("min_ctas"), "8");
+    ck_assert_int_eq(tc_hints_check(h), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tcomms_last_error(), "min_ctas"));
+    tcomms_hints_free(other);
+    ck_assert_int_eq(tcomms_hints_get(h, "blocking", &(const char *){NULL}), TCOMMS_ERR_NOT_FOUND);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("hints");
+    TCase *tc = tcase_create("hints");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_spellings);
+    tcase_add_test(tc, test_validation);
+    tcase_add_test(tc, test_parse);
+    tcase_add_test(tc, test_merge_and_check);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

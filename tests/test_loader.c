@@ -1,0 +1,174 @@
+/* Tests lib/loader.c (search path, dlopen failures, ABI check, declining modules, listing, selection syntax) and
+ * the core's routing in lib/comm.c and lib/coll.c over the single-rank fake module. TCOMMS_TEST_MODULES names the
+ * directory holding the fake modules. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+
+static void use_test_modules(void)
+{
+    const char *dir = getenv("TCOMMS_TEST_MODULES");
+    ck_assert_msg(dir != NULL, "TCOMMS_TEST_MODULES is not set");
+    setenv("TCOMMS_BACKEND_PATH", dir, 1);
+    unsetenv("TCOMMS_BACKEND");
+}
+
+static void assert_message_has(const char *needle)
+{
+    ck_assert_msg(strstr(tcomms_last_error(), needle) != NULL, "'%s' lacks '%s'", tcomms_last_error(), needle);
+}
+
+START_TEST(test_load)
+{
+    use_test_modules();
+    const tcomms_backend_t *be;
+    ck_assert_int_eq(tc_backend_load("fakeok", &be), TCOMMS_SUCCESS);
+    ck_assert_str_eq(be->name, "fake");
+    ck_assert_int_eq(tc_backend_load("nosuch", &be), TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    assert_message_has("tcomms_nosuch.so");
+    ck_assert_int_eq(tc_backend_load("fakeabi", &be), TCOMMS_ERR_ABI);
+    assert_message_has("ABI version 999");
+    ck_assert_int_eq(tc_backend_load("fakedecline", &be), TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    assert_message_has("no such hardware");
+    ck_assert_int_eq(tc_backend_load("fakenosym", &be), TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    assert_message_has("tcomms_backend_module");
+    ck_assert_int_eq(tc_backend_load("../etc/passwd", &be), TCOMMS_ERR_INVALID_ARG);
+}
+END_TEST
+
+START_TEST(test_list)
+{
+    use_test_modules();
+    const tc_module_info_t *mods;
+    size_t n;
+    ck_assert_int_eq(tc_backend_list(&mods, &n), TCOMMS_SUCCESS);
+    int seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(mods[i].name, "fakeok") == 0) {
+            seen |= 1;
+            ck_assert_ptr_nonnull(mods[i].backend);
+        }
+        if (strcmp(mods[i].name, "fakeabi") == 0) {
+            seen |= 2;
+            ck_assert_int_eq(mods[i].status, TCOMMS_ERR_ABI);
+        }
+        if (strcmp(mods[i].name, "fakedecline") == 0) {
+            seen |= 4;
+            ck_assert_ptr_nonnull(strstr(mods[i].reason, "declined"));
+        }
+    }
+    ck_assert_int_eq(seen, 7);
+}
+END_TEST
+
+START_TEST(test_selection)
+{
+    use_test_modules();
+    tc_selection_t sel;
+    ck_assert_int_eq(tc_selection_parse("gloo", &sel), TCOMMS_SUCCESS);
+    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CPU], "gloo");
+    ck_assert_int_eq(sel.explicit_[TCOMMS_DEVICE_CUDA], 0);
+    ck_assert_int_eq(tc_selection_parse("cpu:gloo,cuda:nccl", &sel), TCOMMS_SUCCESS);
+    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CUDA], "nccl");
+    ck_assert_int_eq(tc_selection_parse("nccl", &sel), TCOMMS_SUCCESS);
+    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CUDA], "nccl");
+    ck_assert_int_eq(sel.explicit_[TCOMMS_DEVICE_CPU], 0);
+    ck_assert_int_eq(tc_selection_parse("", &sel), TCOMMS_SUCCESS);
+    const char *bad[] = {"gpu:nccl", "cpu:gloo,cpu:ucx", "cpu:", ",", "cpu:Gloo!"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(tc_selection_parse(bad[i], &sel) == TCOMMS_ERR_INVALID_ARG, "'%s' accepted", bad[i]);
+}
+END_TEST
+
+static tcomms_comm_t *make_comm(const char *backend, tcomms_status_t want)
+{
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_RANK;
+    p.rank = 0;
+    p.size = 1;
+    p.local_rank = 0;
+    if (backend != NULL) {
+        p.field_mask |= TCOMMS_COMM_PARAM_BACKEND;
+        p.backend = backend;
+    }
+    tcomms_comm_t *comm = NULL;
+    tcomms_status_t st = tcomms_comm_create(&p, &comm);
+    ck_assert_msg(st == want, "create(%s) = %d: %s", backend, st, tcomms_last_error());
+    return comm;
+}
+
+START_TEST(test_routing)
+{
+    use_test_modules();
+    tcomms_comm_t *comm = make_comm("fakeok", TCOMMS_SUCCESS);
+    const char *name;
+    ck_assert_int_eq(tcomms_comm_backend(comm, TCOMMS_DEVICE_CPU, &name), TCOMMS_SUCCESS);
+    ck_assert_str_eq(name, "fake");
+    ck_assert_int_eq(tcomms_comm_backend(comm, TCOMMS_DEVICE_CUDA, &name), TCOMMS_ERR_NO_BACKEND_FOR_DEVICE);
+    assert_message_has("device 'cuda' is not present");
+    char buf[64];
+    ck_assert_int_eq(tcomms_comm_hint(comm, TCOMMS_DEVICE_CPU, "maxCTAs", buf, sizeof(buf)), TCOMMS_SUCCESS);
+    ck_assert_str_eq(buf, "7");
+    ck_assert_int_eq(tcomms_comm_hint(comm, TCOMMS_DEVICE_CPU, "high_priority_stream", buf, sizeof(buf)),
+                     TCOMMS_SUCCESS);
+    ck_assert_str_eq(buf, "not applicable");
+    ck_assert_int_eq(tcomms_comm_hint(comm, TCOMMS_DEVICE_CPU, "bogus", buf, sizeof(buf)), TCOMMS_ERR_INVALID_ARG);
+    double in[3] = {1, 2, 3}, out[3] = {0};
+    ck_assert_int_eq(tcomms_all_reduce(comm, in, out, 3, TCOMMS_FLOAT64, TCOMMS_SUM, NULL, NULL), TCOMMS_SUCCESS);
+    ck_assert(out[0] == 1 && out[2] == 3);
+    tcomms_op_opts_t opts = {.field_mask = TCOMMS_OP_OPT_DEVICE_TYPE, .device_type = TCOMMS_DEVICE_CUDA};
+    ck_assert_int_eq(tcomms_all_reduce(comm, in, out, 3, TCOMMS_FLOAT64, TCOMMS_SUM, &opts, NULL),
+                     TCOMMS_ERR_NO_BACKEND_FOR_DEVICE);
+    opts.field_mask = 1u << 20;
+    ck_assert_int_eq(tcomms_all_reduce(comm, in, out, 3, TCOMMS_FLOAT64, TCOMMS_SUM, &opts, NULL),
+                     TCOMMS_ERR_INVALID_ARG);
+    /* overlapping but not the in-place form */
+    ck_assert_int_eq(tcomms_all_reduce(comm, in, in + 1, 2, TCOMMS_FLOAT64, TCOMMS_SUM, NULL, NULL),
+                     TCOMMS_ERR_INVALID_ARG);
+    assert_message_has("overlap");
+    tcomms_work_t *w = NULL;
+    ck_assert_int_eq(tcomms_barrier(comm, NULL, &w), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_work_test(w), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_work_wait(w, 0), TCOMMS_SUCCESS);
+    tcomms_work_free(w);
+    ck_assert_int_eq(tcomms_comm_destroy(comm), TCOMMS_SUCCESS);
+}
+END_TEST
+
+START_TEST(test_selection_errors)
+{
+    use_test_modules();
+    make_comm("nosuch", TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    make_comm("fakeabi", TCOMMS_ERR_ABI);
+    make_comm("cuda:fakeok", TCOMMS_ERR_NO_BACKEND_FOR_DEVICE);
+    make_comm("cpu:fakeok,cuda:nosuch", TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    assert_message_has("nosuch");
+    setenv("TCOMMS_BACKEND", "fakedecline", 1);
+    make_comm(NULL, TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    assert_message_has("TCOMMS_BACKEND");
+    tcomms_comm_destroy(make_comm("fakeok", TCOMMS_SUCCESS)); /* the argument overrides the env */
+    setenv("TCOMMS_BACKEND", "fakeok", 1);
+    tcomms_comm_destroy(make_comm(NULL, TCOMMS_SUCCESS));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("loader");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_load);
+    tcase_add_test(tc, test_list);
+    tcase_add_test(tc, test_selection);
+    tcase_add_test(tc, test_routing);
+    tcase_add_test(tc, test_selection_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

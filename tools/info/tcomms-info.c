@@ -1,0 +1,67 @@
+/* tcomms-info: what this installation can do: version, where modules are searched, which load, which decline and
+ * why, the device types each serves and the hints each honours. Exit status 0 when at least one backend loads. */
+#include <stdio.h>
+#include <string.h>
+
+#include <tcomms/tcomms.h>
+
+#include "loader.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: tcomms-info [-h|--help] [--version]\n"
+                 "Lists the backend modules found in TCOMMS_BACKEND_PATH and the install directory, whether each\n"
+                 "loads (and why not), the device types it serves and the hints it honours.\n");
+}
+
+static void print_module(const tc_module_info_t *m)
+{
+    printf("  %-8s %s\n", m->name, m->status == TCOMMS_SUCCESS ? "available" : "unavailable");
+    printf("    file:    %s\n", m->path[0] ? m->path : "(none)");
+    if (m->backend == NULL) {
+        printf("    reason:  %s\n", m->reason);
+        return;
+    }
+    printf("    about:   %s\n", m->backend->description ? m->backend->description : "");
+    printf("    devices:");
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
+        if (m->backend->device_types & (1u << t))
+            printf(" %s", tcomms_device_type_name((tcomms_device_type_t)t));
+    printf("\n    hints:  ");
+    int any = 0;
+    for (const char *const *h = m->backend->hints; h != NULL && *h != NULL; h++, any = 1)
+        printf(" %s", *h);
+    printf("%s\n", any ? "" : " (none: every common hint reads \"not applicable\")");
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("tcomms-info %s\n", tcomms_version());
+            return 0;
+        }
+        fprintf(stderr, "tcomms-info: unknown option '%s'\n", argv[i]);
+        usage(stderr);
+        return 2;
+    }
+    const tc_module_info_t *mods;
+    size_t n;
+    tc_backend_list(&mods, &n);
+    printf("tcomms %s\n", tcomms_version());
+    printf("module search path: %s\n", tc_backend_search_path());
+    printf("backends (%zu found):\n", n);
+    int available = 0;
+    for (size_t i = 0; i < n; i++) {
+        print_module(&mods[i]);
+        available += mods[i].status == TCOMMS_SUCCESS;
+    }
+    if (n == 0)
+        printf("  (no tcomms_<name>.so module in the search path)\n");
+    printf("default selection: cpu -> gloo, then ucx; cuda -> nccl (override with TCOMMS_BACKEND)\n");
+    return available > 0 ? 0 : 1;
+}
