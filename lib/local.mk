@@ -6,7 +6,6 @@ lib_libtccore_la_SOURCES = \
 	lib/error.c lib/error.h lib/hints.c lib/hints.h lib/loader.c lib/loader.h lib/log.c lib/log.h \
 	lib/reduce.c lib/split.c lib/store.c lib/store.h lib/store_client.c lib/store_impl.h lib/store_proto.h \
 	lib/store_server.c lib/store_table.c lib/store_table.h lib/store_user.c lib/work.c lib/work.h
-lib_libtccore_la_CPPFLAGS = $(AM_CPPFLAGS) -D_GNU_SOURCE
 lib_libtccore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 
 lib_LTLIBRARIES += lib/libtcomms.la

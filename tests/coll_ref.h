@@ -38,21 +38,25 @@ double ref_f16_to_double(uint16_t h);
 uint16_t ref_bf16_from_double(double v);
 double ref_bf16_to_double(uint16_t b);
 
-/* A buffer of `count` elements between guard bytes; everything starts as REF_FILL_BYTE. */
+/* A buffer of `count` elements between guard bytes, and what each element must hold after an operation. Every
+ * byte starts as REF_FILL_BYTE and every expectation as REF_UNTOUCHED. */
 typedef struct ref_buf {
     unsigned char *alloc;
     unsigned char *data;
     size_t count;
     tcomms_dtype_t dtype;
+    double *expect;
 } ref_buf_t;
 
 int ref_buf_init(ref_buf_t *b, tcomms_dtype_t dtype, size_t count); /* 0, or -1 when out of memory */
 void ref_buf_free(ref_buf_t *b);
 /* Address of element i (i may equal count). */
 void *ref_at(const ref_buf_t *b, size_t i);
+/* Store v at element i and expect it to stay there. */
+void ref_set(ref_buf_t *b, size_t i, double v);
 
-/* Compare b against expected[0..count) (REF_UNTOUCHED, REF_ANY allowed) and check both guards. Exact for integer
- * dtypes, relative tolerance for floats. Reports through c; returns 0 when all match, 1 otherwise. */
-int ref_check(mrank_case_t *c, const char *what, const ref_buf_t *b, const double *expected);
+/* Compare b against b->expect (REF_UNTOUCHED, REF_ANY allowed) and check both guards. Exact for integer dtypes,
+ * relative tolerance for floats. Reports through c; returns 0 when all match, 1 otherwise. */
+int ref_check(mrank_case_t *c, const char *what, const ref_buf_t *b);
 
 #endif

@@ -1,7 +1,7 @@
 # Check tests: unit tests of lib/ link the core convenience library; multi-rank suites (tests/mrank.mk) run every
 # collective on every CPU backend that is built; tests/run.mk tests the launcher.
 unit_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
-unit_cppflags = $(AM_CPPFLAGS) -D_GNU_SOURCE
+unit_cppflags = $(AM_CPPFLAGS)
 unit_ldadd = lib/libtccore.la $(CHECK_LIBS) -lm
 
 # Built CPU backends, for the table-driven multi-rank tests.

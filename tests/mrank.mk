@@ -2,7 +2,7 @@
 # leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
 # $TCOMMS_RUN). They use only the public API and share the fork harness and reference in tests/libmrank.la.
 if HAVE_CHECK
-mrank_cppflags = $(AM_CPPFLAGS) -D_GNU_SOURCE
+mrank_cppflags = $(AM_CPPFLAGS)
 mrank_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
 mrank_ldadd = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS) -lm
 
@@ -33,7 +33,7 @@ tests_test_badinput_LDADD = $(mrank_ldadd)
 # peer_death_prog is started by tcomms-run from the test; its path is compiled in (TCOMMS_TEST_PEER_DEATH_PROG
 # overrides it).
 tests_test_peer_death_SOURCES = tests/test_peer_death.c
-tests_test_peer_death_CPPFLAGS = $(mrank_cppflags) -DPEER_DEATH_PROG='"$(abs_top_builddir)/tests/peer_death_prog"'
+tests_test_peer_death_CPPFLAGS = $(AM_CPPFLAGS) -DPEER_DEATH_PROG='"$(abs_top_builddir)/tests/peer_death_prog"'
 tests_test_peer_death_CFLAGS = $(mrank_cflags)
 tests_test_peer_death_LDADD = $(mrank_ldadd)
 

@@ -32,44 +32,12 @@ typedef struct ctx {
     int cases;
 } ctx_t;
 
-/* A guarded buffer and what each element must hold afterwards (REF_UNTOUCHED until set). */
-typedef struct tbuf {
-    ref_buf_t b;
-    double *e;
-} tbuf_t;
-
-static void tb_init(tbuf_t *t, tcomms_dtype_t dt, size_t n)
+static void buf_init(ref_buf_t *b, tcomms_dtype_t dt, size_t n)
 {
-    t->e = malloc((n ? n : 1) * sizeof(double));
-    if (!t->e || ref_buf_init(&t->b, dt, n) != 0) {
+    if (ref_buf_init(b, dt, n) != 0) {
         mrank_logf("test_coll: out of memory");
         _exit(100);
     }
-    for (size_t i = 0; i < n; i++)
-        t->e[i] = REF_UNTOUCHED;
-}
-
-static void tb_free(tbuf_t *t)
-{
-    ref_buf_free(&t->b);
-    free(t->e);
-}
-
-/* Store v at i and expect it to stay there. */
-static void tb_set(tbuf_t *t, size_t i, double v)
-{
-    ref_store(t->b.dtype, t->b.data, i, v);
-    t->e[i] = v;
-}
-
-static void *tb_at(tbuf_t *t, size_t i)
-{
-    return ref_at(&t->b, i);
-}
-
-static int tb_check(tbuf_t *t, mrank_case_t *c, const char *what)
-{
-    return ref_check(c, what, &t->b, t->e);
 }
 
 static mrank_case_t mk_case(const ctx_t *x, const char *coll, tcomms_dtype_t dt, int op, size_t n, int inplace,
@@ -96,39 +64,39 @@ static int failed_call(ctx_t *x, mrank_case_t *c, const char *call, tcomms_statu
 static int t_all_reduce(ctx_t *x, tcomms_dtype_t dt, tcomms_op_t op, size_t n, int inplace)
 {
     mrank_case_t c = mk_case(x, "all_reduce", dt, op, n, inplace, -1);
-    tbuf_t s, r;
-    tb_init(&s, dt, n);
-    tb_init(&r, dt, inplace ? 0 : n);
+    ref_buf_t s, r;
+    buf_init(&s, dt, n);
+    buf_init(&r, dt, inplace ? 0 : n);
     for (size_t i = 0; i < n; i++)
-        tb_set(&s, i, ref_red_value(dt, x->rank, i));
-    tbuf_t *out = inplace ? &s : &r;
+        ref_set(&s, i, ref_red_value(dt, x->rank, i));
+    ref_buf_t *out = inplace ? &s : &r;
     int bad = failed_call(x, &c, "tcomms_all_reduce",
-                          tcomms_all_reduce(x->comm, s.b.data, out->b.data, n, dt, op, NULL, NULL));
+                          tcomms_all_reduce(x->comm, s.data, out->data, n, dt, op, NULL, NULL));
     if (!bad) {
         for (size_t i = 0; i < n; i++)
-            out->e[i] = ref_reduce(dt, op, x->size, i);
-        bad |= tb_check(&s, &c, inplace ? "buf" : "sendbuf");
-        bad |= tb_check(&r, &c, "recvbuf");
+            out->expect[i] = ref_reduce(dt, op, x->size, i);
+        bad |= ref_check(&c, inplace ? "buf" : "sendbuf", &s);
+        bad |= ref_check(&c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
 static int t_broadcast(ctx_t *x, tcomms_dtype_t dt, size_t n, int root)
 {
     mrank_case_t c = mk_case(x, "broadcast", dt, -1, n, -1, root);
-    tbuf_t b;
-    tb_init(&b, dt, n);
+    ref_buf_t b;
+    buf_init(&b, dt, n);
     for (size_t i = 0; i < n; i++)
-        tb_set(&b, i, ref_mov_value(x->rank, i));
-    int bad = failed_call(x, &c, "tcomms_broadcast", tcomms_broadcast(x->comm, b.b.data, n, dt, root, NULL, NULL));
+        ref_set(&b, i, ref_mov_value(x->rank, i));
+    int bad = failed_call(x, &c, "tcomms_broadcast", tcomms_broadcast(x->comm, b.data, n, dt, root, NULL, NULL));
     if (!bad) {
         for (size_t i = 0; i < n; i++)
-            b.e[i] = ref_mov_value(root, i);
-        bad |= tb_check(&b, &c, "buf");
+            b.expect[i] = ref_mov_value(root, i);
+        bad |= ref_check(&c, "buf", &b);
     }
-    tb_free(&b);
+    ref_buf_free(&b);
     return bad;
 }
 
@@ -137,22 +105,22 @@ static int t_reduce(ctx_t *x, tcomms_dtype_t dt, tcomms_op_t op, size_t n, int i
 {
     mrank_case_t c = mk_case(x, "reduce", dt, op, n, inplace, root);
     int is_root = x->rank == root;
-    tbuf_t s, r;
-    tb_init(&s, dt, n);
-    tb_init(&r, dt, inplace ? 0 : n);
+    ref_buf_t s, r;
+    buf_init(&s, dt, n);
+    buf_init(&r, dt, inplace ? 0 : n);
     for (size_t i = 0; i < n; i++)
-        tb_set(&s, i, ref_red_value(dt, x->rank, i));
-    tbuf_t *out = inplace ? &s : &r;
-    void *rb = is_root || !inplace ? out->b.data : NULL;
-    int bad = failed_call(x, &c, "tcomms_reduce", tcomms_reduce(x->comm, s.b.data, rb, n, dt, op, root, NULL, NULL));
+        ref_set(&s, i, ref_red_value(dt, x->rank, i));
+    ref_buf_t *out = inplace ? &s : &r;
+    void *rb = is_root || !inplace ? out->data : NULL;
+    int bad = failed_call(x, &c, "tcomms_reduce", tcomms_reduce(x->comm, s.data, rb, n, dt, op, root, NULL, NULL));
     if (!bad) {
         for (size_t i = 0; is_root && i < n; i++)
-            out->e[i] = ref_reduce(dt, op, x->size, i);
-        bad |= tb_check(&s, &c, inplace && is_root ? "buf" : "sendbuf");
-        bad |= tb_check(&r, &c, "recvbuf");
+            out->expect[i] = ref_reduce(dt, op, x->size, i);
+        bad |= ref_check(&c, inplace && is_root ? "buf" : "sendbuf", &s);
+        bad |= ref_check(&c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
@@ -160,22 +128,22 @@ static int t_all_gather(ctx_t *x, tcomms_dtype_t dt, size_t n, int inplace)
 {
     mrank_case_t c = mk_case(x, "all_gather", dt, -1, n, inplace, -1);
     size_t at = (size_t)x->rank * n;
-    tbuf_t s, r;
-    tb_init(&s, dt, inplace ? 0 : n);
-    tb_init(&r, dt, (size_t)x->size * n);
+    ref_buf_t s, r;
+    buf_init(&s, dt, inplace ? 0 : n);
+    buf_init(&r, dt, (size_t)x->size * n);
     for (size_t i = 0; i < n; i++)
-        inplace ? tb_set(&r, at + i, ref_mov_value(x->rank, i)) : tb_set(&s, i, ref_mov_value(x->rank, i));
-    const void *sb = inplace ? tb_at(&r, at) : s.b.data;
-    int bad = failed_call(x, &c, "tcomms_all_gather", tcomms_all_gather(x->comm, sb, r.b.data, n, dt, NULL, NULL));
+        inplace ? ref_set(&r, at + i, ref_mov_value(x->rank, i)) : ref_set(&s, i, ref_mov_value(x->rank, i));
+    const void *sb = inplace ? ref_at(&r, at) : s.data;
+    int bad = failed_call(x, &c, "tcomms_all_gather", tcomms_all_gather(x->comm, sb, r.data, n, dt, NULL, NULL));
     if (!bad) {
         for (int q = 0; q < x->size; q++)
             for (size_t i = 0; i < n; i++)
-                r.e[(size_t)q * n + i] = ref_mov_value(q, i);
-        bad |= tb_check(&s, &c, "sendbuf");
-        bad |= tb_check(&r, &c, "recvbuf");
+                r.expect[(size_t)q * n + i] = ref_mov_value(q, i);
+        bad |= ref_check(&c, "sendbuf", &s);
+        bad |= ref_check(&c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
@@ -206,25 +174,25 @@ static int t_all_gather_v(ctx_t *x, tcomms_dtype_t dt, int pat, int inplace)
     size_t mine = cnt[x->rank];
     mrank_case_t c = mk_case(x, "all_gather_v", dt, -1, mine, inplace, -1);
     c.variant = layout_names[v_layout[pat]];
-    tbuf_t s, r;
-    tb_init(&s, dt, inplace ? 0 : mine);
-    tb_init(&r, dt, extent);
+    ref_buf_t s, r;
+    buf_init(&s, dt, inplace ? 0 : mine);
+    buf_init(&r, dt, extent);
     for (size_t i = 0; i < mine; i++)
-        inplace ? tb_set(&r, displs[x->rank] + i, ref_mov_value(x->rank, i))
-                : tb_set(&s, i, ref_mov_value(x->rank, i));
-    const void *sb = inplace ? tb_at(&r, displs[x->rank]) : s.b.data;
+        inplace ? ref_set(&r, displs[x->rank] + i, ref_mov_value(x->rank, i))
+                : ref_set(&s, i, ref_mov_value(x->rank, i));
+    const void *sb = inplace ? ref_at(&r, displs[x->rank]) : s.data;
     const size_t *dp = v_layout[pat] == LAYOUT_NULL ? NULL : displs;
     int bad = failed_call(x, &c, "tcomms_all_gather_v",
-                          tcomms_all_gather_v(x->comm, sb, r.b.data, cnt, dp, dt, NULL, NULL));
+                          tcomms_all_gather_v(x->comm, sb, r.data, cnt, dp, dt, NULL, NULL));
     if (!bad) {
         for (int q = 0; q < x->size; q++)
             for (size_t i = 0; i < cnt[q]; i++)
-                r.e[displs[q] + i] = ref_mov_value(q, i);
-        bad |= tb_check(&s, &c, "sendbuf");
-        bad |= tb_check(&r, &c, "recvbuf");
+                r.expect[displs[q] + i] = ref_mov_value(q, i);
+        bad |= ref_check(&c, "sendbuf", &s);
+        bad |= ref_check(&c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
@@ -236,29 +204,29 @@ static int t_reduce_scatter_any(ctx_t *x, mrank_case_t *c, const size_t *cnt, tc
     for (int q = 0; q < x->size; q++)
         off[q + 1] = off[q] + cnt[q];
     size_t total = off[x->size], mine = cnt[x->rank], at = off[x->rank];
-    tbuf_t s, r;
-    tb_init(&s, dt, total);
-    tb_init(&r, dt, inplace ? 0 : mine);
+    ref_buf_t s, r;
+    buf_init(&s, dt, total);
+    buf_init(&r, dt, inplace ? 0 : mine);
     for (size_t j = 0; j < total; j++)
-        tb_set(&s, j, ref_red_value(dt, x->rank, j));
-    tbuf_t *out = &r;
-    void *rb = inplace ? tb_at(&s, at) : r.b.data;
-    tcomms_status_t st = v ? tcomms_reduce_scatter_v(x->comm, s.b.data, rb, cnt, dt, op, NULL, NULL)
-                           : tcomms_reduce_scatter(x->comm, s.b.data, rb, mine, dt, op, NULL, NULL);
+        ref_set(&s, j, ref_red_value(dt, x->rank, j));
+    ref_buf_t *out = &r;
+    void *rb = inplace ? ref_at(&s, at) : r.data;
+    tcomms_status_t st = v ? tcomms_reduce_scatter_v(x->comm, s.data, rb, cnt, dt, op, NULL, NULL)
+                           : tcomms_reduce_scatter(x->comm, s.data, rb, mine, dt, op, NULL, NULL);
     int bad = failed_call(x, c, v ? "tcomms_reduce_scatter_v" : "tcomms_reduce_scatter", st);
     if (!bad) {
         if (inplace) { /* the other blocks of an in-place buffer may serve as scratch */
             out = &s;
             for (size_t j = 0; j < total; j++)
-                s.e[j] = REF_ANY;
+                s.expect[j] = REF_ANY;
         }
         for (size_t i = 0; i < mine; i++)
-            out->e[(inplace ? at : 0) + i] = ref_reduce(dt, op, x->size, at + i);
-        bad |= tb_check(&s, c, inplace ? "buf" : "sendbuf");
-        bad |= tb_check(&r, c, "recvbuf");
+            out->expect[(inplace ? at : 0) + i] = ref_reduce(dt, op, x->size, at + i);
+        bad |= ref_check(c, inplace ? "buf" : "sendbuf", &s);
+        bad |= ref_check(c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
@@ -281,23 +249,23 @@ static int t_all_to_all(ctx_t *x, tcomms_dtype_t dt, size_t n, int inplace)
 {
     mrank_case_t c = mk_case(x, "all_to_all", dt, -1, n, inplace, -1);
     size_t total = (size_t)x->size * n;
-    tbuf_t s, r;
-    tb_init(&s, dt, total);
-    tb_init(&r, dt, inplace ? 0 : total);
+    ref_buf_t s, r;
+    buf_init(&s, dt, total);
+    buf_init(&r, dt, inplace ? 0 : total);
     for (size_t j = 0; j < total; j++)
-        tb_set(&s, j, ref_mov_value(x->rank, j));
-    tbuf_t *out = inplace ? &s : &r;
+        ref_set(&s, j, ref_mov_value(x->rank, j));
+    ref_buf_t *out = inplace ? &s : &r;
     int bad = failed_call(x, &c, "tcomms_all_to_all",
-                          tcomms_all_to_all(x->comm, s.b.data, out->b.data, n, dt, NULL, NULL));
+                          tcomms_all_to_all(x->comm, s.data, out->data, n, dt, NULL, NULL));
     if (!bad) {
         for (int q = 0; q < x->size; q++)
             for (size_t i = 0; i < n; i++)
-                out->e[(size_t)q * n + i] = ref_mov_value(q, (size_t)x->rank * n + i);
-        bad |= tb_check(&s, &c, inplace ? "buf" : "sendbuf");
-        bad |= tb_check(&r, &c, "recvbuf");
+                out->expect[(size_t)q * n + i] = ref_mov_value(q, (size_t)x->rank * n + i);
+        bad |= ref_check(&c, inplace ? "buf" : "sendbuf", &s);
+        bad |= ref_check(&c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
@@ -320,25 +288,25 @@ static int t_all_to_all_v(ctx_t *x, tcomms_dtype_t dt, int pat)
     size_t rext = make_displs(rc, x->size, layouts[pat][1], rd);
     mrank_case_t c = mk_case(x, "all_to_all_v", dt, -1, sext, 0, -1);
     c.variant = pat == 0 ? "packed" : pat == 1 ? "send gaps, recv reversed" : "13 each, send reversed, recv gaps";
-    tbuf_t s, r;
-    tb_init(&s, dt, sext);
-    tb_init(&r, dt, rext);
+    ref_buf_t s, r;
+    buf_init(&s, dt, sext);
+    buf_init(&r, dt, rext);
     for (int j = 0; j < x->size; j++)
         for (size_t e = 0; e < sc[j]; e++)
-            tb_set(&s, sd[j] + e, ref_mov_value(x->rank, 1000u * (size_t)j + e));
+            ref_set(&s, sd[j] + e, ref_mov_value(x->rank, 1000u * (size_t)j + e));
     int packed = layouts[pat][0] == LAYOUT_NULL;
     int bad = failed_call(x, &c, "tcomms_all_to_all_v",
-                          tcomms_all_to_all_v(x->comm, s.b.data, sc, packed ? NULL : sd, r.b.data, rc,
+                          tcomms_all_to_all_v(x->comm, s.data, sc, packed ? NULL : sd, r.data, rc,
                                               packed ? NULL : rd, dt, NULL, NULL));
     if (!bad) {
         for (int j = 0; j < x->size; j++)
             for (size_t e = 0; e < rc[j]; e++)
-                r.e[rd[j] + e] = ref_mov_value(j, 1000u * (size_t)x->rank + e);
-        bad |= tb_check(&s, &c, "sendbuf");
-        bad |= tb_check(&r, &c, "recvbuf");
+                r.expect[rd[j] + e] = ref_mov_value(j, 1000u * (size_t)x->rank + e);
+        bad |= ref_check(&c, "sendbuf", &s);
+        bad |= ref_check(&c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
@@ -347,24 +315,24 @@ static int t_gather(ctx_t *x, tcomms_dtype_t dt, size_t n, int inplace, int root
     mrank_case_t c = mk_case(x, "gather", dt, -1, n, inplace, root);
     int is_root = x->rank == root;
     int own_in_r = inplace && is_root;
-    tbuf_t s, r;
-    tb_init(&s, dt, own_in_r ? 0 : n);
-    tb_init(&r, dt, is_root ? (size_t)x->size * n : (inplace ? 0 : n));
+    ref_buf_t s, r;
+    buf_init(&s, dt, own_in_r ? 0 : n);
+    buf_init(&r, dt, is_root ? (size_t)x->size * n : (inplace ? 0 : n));
     for (size_t i = 0; i < n; i++)
-        own_in_r ? tb_set(&r, (size_t)root * n + i, ref_mov_value(x->rank, i))
-                 : tb_set(&s, i, ref_mov_value(x->rank, i));
-    const void *sb = own_in_r ? tb_at(&r, (size_t)root * n) : s.b.data;
-    void *rb = is_root || !inplace ? r.b.data : NULL;
+        own_in_r ? ref_set(&r, (size_t)root * n + i, ref_mov_value(x->rank, i))
+                 : ref_set(&s, i, ref_mov_value(x->rank, i));
+    const void *sb = own_in_r ? ref_at(&r, (size_t)root * n) : s.data;
+    void *rb = is_root || !inplace ? r.data : NULL;
     int bad = failed_call(x, &c, "tcomms_gather", tcomms_gather(x->comm, sb, rb, n, dt, root, NULL, NULL));
     if (!bad) {
         for (int q = 0; is_root && q < x->size; q++)
             for (size_t i = 0; i < n; i++)
-                r.e[(size_t)q * n + i] = ref_mov_value(q, i);
-        bad |= tb_check(&s, &c, "sendbuf");
-        bad |= tb_check(&r, &c, "recvbuf");
+                r.expect[(size_t)q * n + i] = ref_mov_value(q, i);
+        bad |= ref_check(&c, "sendbuf", &s);
+        bad |= ref_check(&c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
@@ -372,22 +340,22 @@ static int t_scatter(ctx_t *x, tcomms_dtype_t dt, size_t n, int inplace, int roo
 {
     mrank_case_t c = mk_case(x, "scatter", dt, -1, n, inplace, root);
     int is_root = x->rank == root;
-    tbuf_t s, r;
-    tb_init(&s, dt, is_root ? (size_t)x->size * n : (inplace ? 0 : n));
-    tb_init(&r, dt, inplace && is_root ? 0 : n);
-    for (size_t j = 0; j < s.b.count; j++)
-        tb_set(&s, j, ref_mov_value(x->rank, j));
-    const void *sb = is_root || !inplace ? s.b.data : NULL;
-    void *rb = inplace && is_root ? tb_at(&s, (size_t)root * n) : r.b.data;
+    ref_buf_t s, r;
+    buf_init(&s, dt, is_root ? (size_t)x->size * n : (inplace ? 0 : n));
+    buf_init(&r, dt, inplace && is_root ? 0 : n);
+    for (size_t j = 0; j < s.count; j++)
+        ref_set(&s, j, ref_mov_value(x->rank, j));
+    const void *sb = is_root || !inplace ? s.data : NULL;
+    void *rb = inplace && is_root ? ref_at(&s, (size_t)root * n) : r.data;
     int bad = failed_call(x, &c, "tcomms_scatter", tcomms_scatter(x->comm, sb, rb, n, dt, root, NULL, NULL));
     if (!bad) {
         for (size_t i = 0; !(inplace && is_root) && i < n; i++)
-            r.e[i] = ref_mov_value(root, (size_t)x->rank * n + i);
-        bad |= tb_check(&s, &c, inplace && is_root ? "buf" : "sendbuf");
-        bad |= tb_check(&r, &c, "recvbuf");
+            r.expect[i] = ref_mov_value(root, (size_t)x->rank * n + i);
+        bad |= ref_check(&c, inplace && is_root ? "buf" : "sendbuf", &s);
+        bad |= ref_check(&c, "recvbuf", &r);
     }
-    tb_free(&s);
-    tb_free(&r);
+    ref_buf_free(&s);
+    ref_buf_free(&r);
     return bad;
 }
 
@@ -417,18 +385,18 @@ static int t_send_recv_ring(ctx_t *x, tcomms_dtype_t dt, size_t n)
         return 0;
     int next = (x->rank + 1) % x->size, prev = (x->rank + x->size - 1) % x->size;
     mrank_case_t c = mk_case(x, "send/recv ring", dt, -1, n, -1, -1);
-    tbuf_t s[3], r[3];
+    ref_buf_t s[3], r[3];
     tcomms_work_t *w[4] = {NULL, NULL, NULL, NULL};
     for (int m = 0; m < 3; m++) {
-        tb_init(&s[m], dt, n);
-        tb_init(&r[m], dt, n);
+        buf_init(&s[m], dt, n);
+        buf_init(&r[m], dt, n);
         for (size_t i = 0; i < n; i++)
-            tb_set(&s[m], i, ref_mov_value(x->rank, 500u * (size_t)m + i));
+            ref_set(&s[m], i, ref_mov_value(x->rank, 500u * (size_t)m + i));
     }
-    if (failed_call(x, &c, "tcomms_recv", tcomms_recv(x->comm, r[0].b.data, n, dt, prev, NULL, &w[0])) ||
-        failed_call(x, &c, "tcomms_recv", tcomms_recv(x->comm, r[1].b.data, n, dt, prev, NULL, &w[1])) ||
-        failed_call(x, &c, "tcomms_send", tcomms_send(x->comm, s[0].b.data, n, dt, next, NULL, &w[2])) ||
-        failed_call(x, &c, "tcomms_send", tcomms_send(x->comm, s[1].b.data, n, dt, next, NULL, &w[3])))
+    if (failed_call(x, &c, "tcomms_recv", tcomms_recv(x->comm, r[0].data, n, dt, prev, NULL, &w[0])) ||
+        failed_call(x, &c, "tcomms_recv", tcomms_recv(x->comm, r[1].data, n, dt, prev, NULL, &w[1])) ||
+        failed_call(x, &c, "tcomms_send", tcomms_send(x->comm, s[0].data, n, dt, next, NULL, &w[2])) ||
+        failed_call(x, &c, "tcomms_send", tcomms_send(x->comm, s[1].data, n, dt, next, NULL, &w[3])))
         return 1; /* buffers may still be in use: leak them, the rank stops here */
     int bad = 0;
     for (int k = 0; k < 4 && !bad; k++)
@@ -438,20 +406,21 @@ static int t_send_recv_ring(ctx_t *x, tcomms_dtype_t dt, size_t n)
     for (int k = 0; k < 4; k++)
         tcomms_work_free(w[k]);
     if (x->rank == 0)
-        bad = failed_call(x, &c, "tcomms_send", tcomms_send(x->comm, s[2].b.data, n, dt, next, NULL, NULL)) ||
-              failed_call(x, &c, "tcomms_recv", tcomms_recv(x->comm, r[2].b.data, n, dt, prev, NULL, NULL));
+        bad = failed_call(x, &c, "tcomms_send", tcomms_send(x->comm, s[2].data, n, dt, next, NULL, NULL)) ||
+              failed_call(x, &c, "tcomms_recv", tcomms_recv(x->comm, r[2].data, n, dt, prev, NULL, NULL));
     else
-        bad = failed_call(x, &c, "tcomms_recv", tcomms_recv(x->comm, r[2].b.data, n, dt, prev, NULL, NULL)) ||
-              failed_call(x, &c, "tcomms_send", tcomms_send(x->comm, s[2].b.data, n, dt, next, NULL, NULL));
+        bad = failed_call(x, &c, "tcomms_recv", tcomms_recv(x->comm, r[2].data, n, dt, prev, NULL, NULL)) ||
+              failed_call(x, &c, "tcomms_send", tcomms_send(x->comm, s[2].data, n, dt, next, NULL, NULL));
     for (int m = 0; m < 3; m++) {
         for (size_t i = 0; !bad && i < n; i++)
-            r[m].e[i] = ref_mov_value(prev, 500u * (size_t)m + i);
+            r[m].expect[i] = ref_mov_value(prev, 500u * (size_t)m + i);
         if (!bad) {
-            bad |= tb_check(&s[m], &c, "sendbuf");
-            bad |= tb_check(&r[m], &c, m == 0 ? "first recvbuf" : m == 1 ? "second recvbuf" : "blocking recvbuf");
+            bad |= ref_check(&c, "sendbuf", &s[m]);
+            static const char *const what[] = {"first recvbuf", "second recvbuf", "blocking recvbuf"};
+            bad |= ref_check(&c, what[m], &r[m]);
         }
-        tb_free(&s[m]);
-        tb_free(&r[m]);
+        ref_buf_free(&s[m]);
+        ref_buf_free(&r[m]);
     }
     return bad;
 }
@@ -465,9 +434,11 @@ enum { FINISH_IN_ORDER, FINISH_REVERSED, FINISH_POLLING };
 static int finish_all(ctx_t *x, mrank_case_t *c, tcomms_work_t **w, int how)
 {
     if (how != FINISH_POLLING) {
-        for (int k = 0; k < NASYNC; k++)
-            if (failed_call(x, c, "tcomms_work_wait", tcomms_work_wait(w[how == FINISH_IN_ORDER ? k : NASYNC - 1 - k], 0)))
+        for (int k = 0; k < NASYNC; k++) {
+            tcomms_work_t *next = w[how == FINISH_IN_ORDER ? k : NASYNC - 1 - k];
+            if (failed_call(x, c, "tcomms_work_wait", tcomms_work_wait(next, 0)))
                 return 1;
+        }
         return 0;
     }
     int done[NASYNC] = {0}, ndone = 0;
@@ -505,29 +476,29 @@ static int t_async(ctx_t *x, int how)
     mrank_case_t c = {names[how], "mixed", NULL, NULL, 13, 0, x->size - 1, x->rank, 0};
     const size_t n = 13;
     int sz = x->size, root = x->size - 1;
-    tbuf_t ar_s, ar_r, bc, ag_s, ag_r, rs_s, rs_r;
-    tb_init(&ar_s, TCOMMS_FLOAT32, n);
-    tb_init(&ar_r, TCOMMS_FLOAT32, n);
-    tb_init(&bc, TCOMMS_INT32, n);
-    tb_init(&ag_s, TCOMMS_INT8, n);
-    tb_init(&ag_r, TCOMMS_INT8, (size_t)sz * n);
-    tb_init(&rs_s, TCOMMS_FLOAT64, (size_t)sz * n);
-    tb_init(&rs_r, TCOMMS_FLOAT64, n);
+    ref_buf_t ar_s, ar_r, bc, ag_s, ag_r, rs_s, rs_r;
+    buf_init(&ar_s, TCOMMS_FLOAT32, n);
+    buf_init(&ar_r, TCOMMS_FLOAT32, n);
+    buf_init(&bc, TCOMMS_INT32, n);
+    buf_init(&ag_s, TCOMMS_INT8, n);
+    buf_init(&ag_r, TCOMMS_INT8, (size_t)sz * n);
+    buf_init(&rs_s, TCOMMS_FLOAT64, (size_t)sz * n);
+    buf_init(&rs_r, TCOMMS_FLOAT64, n);
     for (size_t i = 0; i < n; i++) {
-        tb_set(&ar_s, i, ref_red_value(TCOMMS_FLOAT32, x->rank, i));
-        tb_set(&bc, i, ref_mov_value(x->rank, i));
-        tb_set(&ag_s, i, ref_mov_value(x->rank, i));
+        ref_set(&ar_s, i, ref_red_value(TCOMMS_FLOAT32, x->rank, i));
+        ref_set(&bc, i, ref_mov_value(x->rank, i));
+        ref_set(&ag_s, i, ref_mov_value(x->rank, i));
     }
     for (size_t j = 0; j < (size_t)sz * n; j++)
-        tb_set(&rs_s, j, ref_red_value(TCOMMS_FLOAT64, x->rank, j));
+        ref_set(&rs_s, j, ref_red_value(TCOMMS_FLOAT64, x->rank, j));
     tcomms_op_opts_t opts = {TCOMMS_OP_OPT_TIMEOUT | TCOMMS_OP_OPT_DEVICE_TYPE, OP_TIMEOUT_MS, NULL,
                              TCOMMS_DEVICE_CPU};
     tcomms_work_t *w[NASYNC] = {NULL, NULL, NULL, NULL};
     tcomms_status_t st[NASYNC];
-    st[0] = tcomms_all_reduce(x->comm, ar_s.b.data, ar_r.b.data, n, TCOMMS_FLOAT32, TCOMMS_SUM, &opts, &w[0]);
-    st[1] = tcomms_broadcast(x->comm, bc.b.data, n, TCOMMS_INT32, root, NULL, &w[1]);
-    st[2] = tcomms_all_gather(x->comm, ag_s.b.data, ag_r.b.data, n, TCOMMS_INT8, NULL, &w[2]);
-    st[3] = tcomms_reduce_scatter(x->comm, rs_s.b.data, rs_r.b.data, n, TCOMMS_FLOAT64, TCOMMS_MAX, NULL, &w[3]);
+    st[0] = tcomms_all_reduce(x->comm, ar_s.data, ar_r.data, n, TCOMMS_FLOAT32, TCOMMS_SUM, &opts, &w[0]);
+    st[1] = tcomms_broadcast(x->comm, bc.data, n, TCOMMS_INT32, root, NULL, &w[1]);
+    st[2] = tcomms_all_gather(x->comm, ag_s.data, ag_r.data, n, TCOMMS_INT8, NULL, &w[2]);
+    st[3] = tcomms_reduce_scatter(x->comm, rs_s.data, rs_r.data, n, TCOMMS_FLOAT64, TCOMMS_MAX, NULL, &w[3]);
     for (int k = 0; k < NASYNC; k++) {
         if (failed_call(x, &c, "posting an operation", st[k] > 0 ? TCOMMS_SUCCESS : st[k]))
             return 1; /* others may be running on these buffers: leak them, the rank stops here */
@@ -542,20 +513,20 @@ static int t_async(ctx_t *x, int how)
     for (int k = 0; k < NASYNC; k++)
         tcomms_work_free(w[k]);
     for (size_t i = 0; i < n; i++) {
-        ar_r.e[i] = ref_reduce(TCOMMS_FLOAT32, TCOMMS_SUM, sz, i);
-        bc.e[i] = ref_mov_value(root, i);
-        rs_r.e[i] = ref_reduce(TCOMMS_FLOAT64, TCOMMS_MAX, sz, (size_t)x->rank * n + i);
+        ar_r.expect[i] = ref_reduce(TCOMMS_FLOAT32, TCOMMS_SUM, sz, i);
+        bc.expect[i] = ref_mov_value(root, i);
+        rs_r.expect[i] = ref_reduce(TCOMMS_FLOAT64, TCOMMS_MAX, sz, (size_t)x->rank * n + i);
         for (int q = 0; q < sz; q++)
-            ag_r.e[(size_t)q * n + i] = ref_mov_value(q, i);
+            ag_r.expect[(size_t)q * n + i] = ref_mov_value(q, i);
     }
     int bad = 0;
-    tbuf_t *all[] = {&ar_s, &ar_r, &bc, &ag_s, &ag_r, &rs_s, &rs_r};
+    ref_buf_t *all[] = {&ar_s, &ar_r, &bc, &ag_s, &ag_r, &rs_s, &rs_r};
     static const char *const what[] = {"all_reduce sendbuf", "all_reduce recvbuf", "broadcast buf",
                                        "all_gather sendbuf", "all_gather recvbuf", "reduce_scatter sendbuf",
                                        "reduce_scatter recvbuf"};
     for (int k = 0; k < 7; k++) {
-        bad |= tb_check(all[k], &c, what[k]);
-        tb_free(all[k]);
+        bad |= ref_check(&c, what[k], all[k]);
+        ref_buf_free(all[k]);
     }
     return bad;
 }

@@ -155,6 +155,119 @@ START_TEST(test_selection_errors)
 }
 END_TEST
 
+/* A user store: a tiny in-memory table, counting calls, to check tcomms drives its rendezvous through it. */
+static struct {
+    char key[16][128];
+    char value[16][64];
+    size_t len[16];
+    int used[16];
+    int sets, gets, adds, dels;
+} ustore;
+
+static int ukey(const char *key, int create)
+{
+    for (int i = 0; i < 16; i++)
+        if (ustore.used[i] && strcmp(ustore.key[i], key) == 0)
+            return i;
+    for (int i = 0; create && i < 16; i++)
+        if (!ustore.used[i]) {
+            ustore.used[i] = 1;
+            snprintf(ustore.key[i], sizeof(ustore.key[i]), "%s", key);
+            return i;
+        }
+    return -1;
+}
+
+static tcomms_status_t u_set(void *ctx, const char *key, const void *value, size_t len)
+{
+    (void)ctx;
+    int i = ukey(key, 1);
+    if (i < 0 || len > sizeof(ustore.value[0]))
+        return TCOMMS_ERR_NO_MEMORY;
+    memcpy(ustore.value[i], value, len);
+    ustore.len[i] = len;
+    ustore.sets++;
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t u_get(void *ctx, const char *key, void *buf, size_t cap, size_t *len)
+{
+    (void)ctx;
+    int i = ukey(key, 0);
+    ustore.gets++;
+    if (i < 0)
+        return TCOMMS_ERR_NOT_FOUND;
+    *len = ustore.len[i];
+    if (cap < *len)
+        return TCOMMS_ERR_INVALID_ARG;
+    memcpy(buf, ustore.value[i], *len);
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t u_wait(void *ctx, const char *const *keys, size_t n, uint32_t timeout_ms)
+{
+    (void)ctx;
+    (void)timeout_ms;
+    for (size_t k = 0; k < n; k++)
+        if (ukey(keys[k], 0) < 0)
+            return TCOMMS_ERR_TIMEOUT; /* one process: a missing key never appears */
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t u_add(void *ctx, const char *key, int64_t delta, int64_t *result)
+{
+    (void)ctx;
+    int i = ukey(key, 1);
+    int64_t v = 0;
+    if (ustore.len[i] == sizeof(v))
+        memcpy(&v, ustore.value[i], sizeof(v));
+    v += delta;
+    memcpy(ustore.value[i], &v, sizeof(v));
+    ustore.len[i] = sizeof(v);
+    *result = v;
+    ustore.adds++;
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t u_del(void *ctx, const char *key)
+{
+    (void)ctx;
+    int i = ukey(key, 0);
+    if (i >= 0)
+        ustore.used[i] = 0;
+    ustore.dels++;
+    return TCOMMS_SUCCESS;
+}
+
+START_TEST(test_user_store)
+{
+    use_test_modules();
+    static const tcomms_store_ops_t ops = {u_set, u_get, u_wait, u_add, u_del};
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_RANK | TCOMMS_COMM_PARAM_STORE | TCOMMS_COMM_PARAM_BACKEND;
+    p.size = 1;
+    p.backend = "fakeok";
+    p.store_ops = &ops;
+    tcomms_comm_t *comm = NULL;
+    ck_assert_msg(tcomms_comm_create(&p, &comm) == TCOMMS_SUCCESS, "%s", tcomms_last_error());
+    /* creation counted its members through the user's store, then dropped the counter it cannot prefix-delete */
+    ck_assert_int_ge(ustore.adds, 1);
+    ck_assert_int_ge(ustore.dels, 1);
+    for (int i = 0; i < 16; i++)
+        ck_assert_msg(!ustore.used[i], "key '%s' left in the user store", ustore.key[i]);
+    /* a split on a user store: the member list goes through it too */
+    int sets = ustore.sets;
+    tcomms_comm_t *child = NULL;
+    ck_assert_int_eq(tcomms_comm_split(comm, (int[]){0}, 1, "solo", NULL, &child), TCOMMS_SUCCESS);
+    ck_assert_int_gt(ustore.sets, sets);
+    ck_assert_int_eq(tcomms_comm_destroy(child), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_comm_destroy(comm), TCOMMS_SUCCESS);
+    p.store_ops = NULL;
+    ck_assert_int_eq(tcomms_comm_create(&p, &comm), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tcomms_last_error(), "store_ops"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -165,6 +278,7 @@ int main(void)
     tcase_add_test(tc, test_selection);
     tcase_add_test(tc, test_routing);
     tcase_add_test(tc, test_selection_errors);
+    tcase_add_test(tc, test_user_store);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

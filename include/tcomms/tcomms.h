@@ -157,7 +157,7 @@ typedef struct tcomms_comm_params {
      * loads (gloo, then ucx) for a CPU communicator and nccl for a CUDA one. Overrides TCOMMS_BACKEND. */
     const char *backend;
     tcomms_device_t device;      /* bound device; default cpu */
-    const char *name;            /* unique per process among live root communicators; default "world" */
+    const char *name;            /* default "world"; see tcomms_comm_create for how roots are matched */
     int rank, size, local_rank;  /* default: from the environment (TCOMMS_*, torchrun, Open MPI, Slurm) */
     const char *master_addr;     /* default: TCOMMS_MASTER_ADDR, else MASTER_ADDR */
     int master_port;             /* default: TCOMMS_MASTER_PORT, else MASTER_PORT */
@@ -169,7 +169,9 @@ typedef struct tcomms_comm_params {
 
 /* Create a root communicator. Collective over all `size` processes: it rendezvouses through the store (rank 0
  * serves it at master_addr:master_port unless a user store is given), creates every backend the selection names,
- * and ends with a barrier on each, so a returned communicator is ready. `params` may be NULL (all defaults). */
+ * and ends with a barrier on each, so a returned communicator is ready. `params` may be NULL (all defaults).
+ * Names need not be unique: the n-th root named X created by each process forms one communicator, so every rank
+ * must create its roots in the same order. Two live roots served by the built-in store need distinct ports. */
 TCOMMS_API tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_comm_t **out);
 
 /* Destroy `comm` after its pending operations complete (each within its timeout). Local, not collective. A NULL
@@ -220,9 +222,11 @@ typedef struct tcomms_op_opts {
 
 /* Every operation below takes `opts` (may be NULL) and `work`:
  *   work == NULL: the call blocks until the operation completes or its timeout passes.
- *   work != NULL: the call returns once the operation is queued, with *work a handle for tcomms_work_*.
- * Counts are in elements. Buffers stay owned by the caller and must not be touched until completion. After an
- * error the contents of receive buffers are undefined; send buffers are never written.
+ *   work != NULL: the call returns TCOMMS_SUCCESS once the operation is queued, with *work a handle for
+ *                 tcomms_work_*; errors found when queueing (bad arguments) are returned at once, with no handle.
+ * Counts are in elements; a buffer may be NULL where its count is 0. Buffers stay owned by the caller and must not
+ * be touched until completion. After an error the contents of receive buffers are undefined; send buffers are
+ * never written, except in-place forms, whose whole buffer is then undefined.
  * In-place variants follow NCCL's convention: pass the same pointer where stated. */
 
 /* recvbuf[i] = op over ranks of sendbuf[i]. In place: sendbuf == recvbuf. */
@@ -248,7 +252,7 @@ TCOMMS_API tcomms_status_t tcomms_all_gather_v(tcomms_comm_t *comm, const void *
                                                const size_t *recvcounts, const size_t *displs, tcomms_dtype_t dtype,
                                                const tcomms_op_opts_t *opts, tcomms_work_t **work);
 /* sendbuf holds size * recvcount elements; rank r receives the reduction of block r. In place:
- * recvbuf == sendbuf + rank * recvcount elements. */
+ * recvbuf == sendbuf + rank * recvcount elements (the other blocks are undefined afterwards). */
 TCOMMS_API tcomms_status_t tcomms_reduce_scatter(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf,
                                                  size_t recvcount, tcomms_dtype_t dtype, tcomms_op_t op,
                                                  const tcomms_op_opts_t *opts, tcomms_work_t **work);
@@ -279,7 +283,9 @@ TCOMMS_API tcomms_status_t tcomms_scatter(tcomms_comm_t *comm, const void *sendb
                                           tcomms_dtype_t dtype, int root, const tcomms_op_opts_t *opts,
                                           tcomms_work_t **work);
 TCOMMS_API tcomms_status_t tcomms_barrier(tcomms_comm_t *comm, const tcomms_op_opts_t *opts, tcomms_work_t **work);
-/* Point-to-point: messages between one pair of ranks match in order; count and dtype must agree. */
+/* Point-to-point: messages between one pair of ranks match in order; count and dtype must agree, and `peer` is
+ * another rank (a message to oneself is TCOMMS_ERR_INVALID_ARG). Start the receive and the send asynchronously
+ * when two ranks exchange, as with MPI. */
 TCOMMS_API tcomms_status_t tcomms_send(tcomms_comm_t *comm, const void *buf, size_t count, tcomms_dtype_t dtype,
                                        int peer, const tcomms_op_opts_t *opts, tcomms_work_t **work);
 TCOMMS_API tcomms_status_t tcomms_recv(tcomms_comm_t *comm, void *buf, size_t count, tcomms_dtype_t dtype, int peer,
