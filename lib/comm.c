@@ -158,6 +158,7 @@ static tcomms_status_t select_backends(tcomms_comm_t *comm, const char *spec)
     for (int i = 0; candidates[i] != NULL; i++) {
         if (tc_backend_load(candidates[i], &comm->slot[bound].be) == TCOMMS_SUCCESS)
             return TCOMMS_SUCCESS;
+        tc_log(TCOMMS_LOG_INFO, "loader", "default backend skipped: %s", tcomms_last_error());
         size_t n = strlen(reasons);
         snprintf(reasons + n, sizeof(reasons) - n, "%s%s", n ? "; " : "", tcomms_last_error());
     }

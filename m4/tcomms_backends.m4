@@ -36,12 +36,15 @@ AC_DEFUN([TCOMMS_CHECK_GLOO], [
     LDFLAGS="$LDFLAGS $GLOO_LDFLAGS"
     CXXFLAGS="$CXXFLAGS -std=c++17"
     LIBS="-lgloo $LIBS"
-    AC_CHECK_HEADER([gloo/allreduce.h], [
+    # A DIR must hold Gloo itself: the compiler would otherwise fall back to the system copy.
+    AS_CASE([$with_gloo], [auto|yes], [gloo_in_dir=yes],
+      [AS_IF([test -f "$with_gloo/include/gloo/allreduce.h"], [gloo_in_dir=yes], [gloo_in_dir=no])])
+    AS_IF([test "x$gloo_in_dir" = xyes], [AC_CHECK_HEADER([gloo/allreduce.h], [
       AC_MSG_CHECKING([for gloo::allreduce in -lgloo])
       AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <gloo/allreduce.h>]],
           [[gloo::AllreduceOptions *o = nullptr; if (o) gloo::allreduce(*o);]])],
         [have_gloo=yes], [])
-      AC_MSG_RESULT([$have_gloo])])
+      AC_MSG_RESULT([$have_gloo])])])
     CPPFLAGS="$save_CPPFLAGS"
     LDFLAGS="$save_LDFLAGS"
     LIBS="$save_LIBS"
@@ -59,9 +62,14 @@ AC_DEFUN([TCOMMS_CHECK_UCX], [
   _TCOMMS_WITH([ucx], [build the UCX backend; DIR is UCX's install prefix])
   have_ucx=no
   AS_IF([test "x$with_ucx" = xno], [ucx_summary="no (--without-ucx)"], [
+    # With a DIR, look there only: a system copy must not stand in for the one asked for.
+    save_PKG_CONFIG_LIBDIR="${PKG_CONFIG_LIBDIR-unset}"
     AS_CASE([$with_ucx], [auto|yes], [], [
-      export PKG_CONFIG_PATH="$with_ucx/lib/pkgconfig:$with_ucx/lib64/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"])
+      PKG_CONFIG_LIBDIR="$with_ucx/lib/pkgconfig:$with_ucx/lib64/pkgconfig"
+      export PKG_CONFIG_LIBDIR])
     PKG_CHECK_MODULES([UCX], [ucx >= 1.10], [have_ucx=yes], [have_ucx=no])
+    AS_IF([test "x$save_PKG_CONFIG_LIBDIR" = xunset], [unset PKG_CONFIG_LIBDIR],
+          [PKG_CONFIG_LIBDIR="$save_PKG_CONFIG_LIBDIR"])
     AS_IF([test "x$have_ucx" = xyes],
       [ucx_summary="found, no module yet (the UCX backend is a later issue)"],
       [_TCOMMS_MISSING([ucx], [ucx >= 1.10 was not found by pkg-config (Debian: libucx-dev)])])
@@ -106,7 +114,10 @@ AC_DEFUN([TCOMMS_CHECK_NCCL], [
     save_LDFLAGS="$LDFLAGS"
     CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS -I$nccl_dir/include"
     LDFLAGS="$LDFLAGS $CUDA_LDFLAGS -L$nccl_dir/lib64 -L$nccl_dir/lib"
-    AC_CHECK_HEADER([nccl.h], [AC_CHECK_LIB([nccl], [ncclCommInitRankConfig], [have_nccl=yes], [], [-lcudart])])
+    AS_CASE([$with_nccl], [auto|yes], [nccl_in_dir=yes],
+      [AS_IF([test -f "$nccl_dir/include/nccl.h"], [nccl_in_dir=yes], [nccl_in_dir=no])])
+    AS_IF([test "x$nccl_in_dir" = xyes],
+      [AC_CHECK_HEADER([nccl.h], [AC_CHECK_LIB([nccl], [ncclCommInitRankConfig], [have_nccl=yes], [], [-lcudart])])])
     CPPFLAGS="$save_CPPFLAGS"
     LDFLAGS="$save_LDFLAGS"
     AS_IF([test "x$have_nccl" = xyes],

@@ -146,6 +146,13 @@ START_TEST(test_selection_errors)
     make_comm("cuda:fakeok", TCOMMS_ERR_NO_BACKEND_FOR_DEVICE);
     make_comm("cpu:fakeok,cuda:nosuch", TCOMMS_ERR_BACKEND_UNAVAILABLE);
     assert_message_has("nosuch");
+    /* No selection, and no default CPU backend in the search path: one error listing why each was skipped. */
+    const tcomms_backend_t *be;
+    if (tc_backend_load("gloo", &be) != TCOMMS_SUCCESS && tc_backend_load("ucx", &be) != TCOMMS_SUCCESS) {
+        make_comm(NULL, TCOMMS_ERR_BACKEND_UNAVAILABLE);
+        assert_message_has("tcomms_gloo.so");
+        assert_message_has("tcomms_ucx.so");
+    }
     setenv("TCOMMS_BACKEND", "fakedecline", 1);
     make_comm(NULL, TCOMMS_ERR_BACKEND_UNAVAILABLE);
     assert_message_has("TCOMMS_BACKEND");

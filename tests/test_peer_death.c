@@ -1,6 +1,7 @@
 /* A rank dies in the middle of a job: (a) under mrank, the survivors' next all_reduce must fail (REMOTE or TIMEOUT)
  * within the communicator timeout plus 5 s; (b) under tcomms-run ($TCOMMS_RUN), the launcher must exit non-zero in
- * bounded time and leave no process of the job behind (each rank of peer_death_prog writes its pid to a temp dir). */
+ * bounded time and leave no process of the job behind (each rank of peer_death_prog writes its pid to a temp dir);
+ * (c) a rank stalls without dying: the other's operation ends in TCOMMS_ERR_TIMEOUT, and later ones fail fast. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -173,12 +174,79 @@ START_TEST(launcher_takes_the_job_down)
 }
 END_TEST
 
+/* ---- (c) a stalled peer ---------------------------------------------------------------------------------------- */
+
+#define STALL_TIMEOUT_MS 1500u
+
+static int stall_rank(int rank, int size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    char backends[1][32];
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_TIMEOUT;
+    p.timeout_ms = STALL_TIMEOUT_MS;
+    if (mrank_backends(backends, 1) == 1) {
+        p.field_mask |= TCOMMS_COMM_PARAM_BACKEND;
+        p.backend = backends[0];
+    }
+    tcomms_comm_t *comm = NULL;
+    tcomms_status_t st = tcomms_comm_create(&p, &comm);
+    if (st != TCOMMS_SUCCESS)
+        return mrank_failf("FAIL rank %d: tcomms_comm_create: %d (%s)", rank, st, tcomms_last_error());
+    int fails = 0;
+    float x = 1, y = 0;
+    if (rank == 1) {
+        /* alive, connected, and silent for longer than the other's timeout */
+        mrank_sleep_ms((int)STALL_TIMEOUT_MS + 3000);
+        tcomms_comm_destroy(comm);
+        return 0;
+    }
+    tcomms_work_t *w = NULL;
+    double t0 = mrank_now();
+    st = tcomms_all_reduce(comm, &x, &y, 1, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, &w);
+    if (st != TCOMMS_SUCCESS)
+        return mrank_failf("FAIL rank 0: posting the all_reduce: %d (%s)", st, tcomms_last_error());
+    /* a short wait gives up without ending the operation */
+    st = tcomms_work_wait(w, 100);
+    if (st != TCOMMS_ERR_TIMEOUT)
+        fails += mrank_failf("FAIL rank 0: a 100 ms wait returned %d, expected TCOMMS_ERR_TIMEOUT", st);
+    if ((st = tcomms_work_test(w)) != TCOMMS_IN_PROGRESS)
+        fails += mrank_failf("FAIL rank 0: test after the short wait returned %d, expected IN_PROGRESS", st);
+    st = tcomms_work_wait(w, 0);
+    double took = mrank_now() - t0, bound = STALL_TIMEOUT_MS / 1000.0 + DETECT_SLACK_S;
+    if (st != TCOMMS_ERR_TIMEOUT)
+        fails += mrank_failf("FAIL rank 0: all_reduce with a silent peer returned %d (%s), expected "
+                             "TCOMMS_ERR_TIMEOUT", st, tcomms_last_error());
+    if (took < STALL_TIMEOUT_MS / 1000.0 * 0.9 || took > bound)
+        fails += mrank_failf("FAIL rank 0: the timeout came after %.2f s (timeout %.1f s, bound %.1f s)", took,
+                             STALL_TIMEOUT_MS / 1000.0, bound);
+    if (tcomms_work_wait(w, 0) != st) /* a final status is kept */
+        fails += mrank_failf("FAIL rank 0: a second wait changed the status");
+    tcomms_work_free(w);
+    t0 = mrank_now();
+    st = tcomms_all_reduce(comm, &x, &y, 1, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL);
+    if (st != TCOMMS_ERR_ABORTED || mrank_now() - t0 > 1.0)
+        fails += mrank_failf("FAIL rank 0: the next all_reduce returned %d after %.2f s, expected "
+                             "TCOMMS_ERR_ABORTED at once", st, mrank_now() - t0);
+    tcomms_comm_destroy(comm);
+    return fails;
+}
+
+START_TEST(stalled_peer_times_out)
+{
+    int failing = mrank_run(2, stall_rank, NULL, 30);
+    ck_assert_msg(failing == 0, "%d rank(s) failed (see stderr)", failing);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("peer_death");
     TCase *tm = tcase_create("mrank");
     tcase_set_timeout(tm, 90);
     tcase_add_loop_test(tm, survivors_fail_in_bounded_time, 0, 2);
+    tcase_add_test(tm, stalled_peer_times_out);
     suite_add_tcase(s, tm);
     TCase *tr = tcase_create("tcomms_run");
     tcase_set_timeout(tr, LAUNCHER_BOUND_S + 30);
