@@ -246,6 +246,40 @@ static tcomms_status_t u_del(void *ctx, const char *key)
     return TCOMMS_SUCCESS;
 }
 
+/* TCOMMS_HINTS and TCOMMS_TIMEOUT_MS are read at creation: malformed values are named; parameters override. */
+START_TEST(test_env_at_creation)
+{
+    use_test_modules();
+    setenv("TCOMMS_HINTS", "min_ctas=4,bogus=1", 1);
+    make_comm("fakeok", TCOMMS_ERR_BAD_ENV);
+    assert_message_has("TCOMMS_HINTS");
+    assert_message_has("bogus");
+    setenv("TCOMMS_HINTS", "min_ctas=8,max_ctas=2", 1);
+    make_comm("fakeok", TCOMMS_ERR_INVALID_ARG);
+    assert_message_has("min_ctas");
+    tcomms_hints_t *h;
+    ck_assert_int_eq(tcomms_hints_create(&h), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_hints_set(h, "minCTAs", "1"), TCOMMS_SUCCESS);
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_RANK | TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_HINTS;
+    p.size = 1;
+    p.backend = "fakeok";
+    p.hints = h;
+    tcomms_comm_t *comm = NULL;
+    ck_assert_msg(tcomms_comm_create(&p, &comm) == TCOMMS_SUCCESS, "%s", tcomms_last_error());
+    tcomms_comm_destroy(comm);
+    tcomms_hints_free(h);
+    unsetenv("TCOMMS_HINTS");
+    setenv("TCOMMS_TIMEOUT_MS", "soon", 1);
+    make_comm("fakeok", TCOMMS_ERR_BAD_ENV);
+    assert_message_has("TCOMMS_TIMEOUT_MS");
+    p.field_mask = TCOMMS_COMM_PARAM_RANK | TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
+    p.timeout_ms = 1000; /* the parameter wins over the malformed variable */
+    ck_assert_msg(tcomms_comm_create(&p, &comm) == TCOMMS_SUCCESS, "%s", tcomms_last_error());
+    tcomms_comm_destroy(comm);
+}
+END_TEST
+
 START_TEST(test_user_store)
 {
     use_test_modules();
@@ -285,6 +319,7 @@ int main(void)
     tcase_add_test(tc, test_selection);
     tcase_add_test(tc, test_routing);
     tcase_add_test(tc, test_selection_errors);
+    tcase_add_test(tc, test_env_at_creation);
     tcase_add_test(tc, test_user_store);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
