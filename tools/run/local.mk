@@ -1,3 +1,3 @@
 # tcomms-run, the local launcher: standalone C (it does not link libtcomms), installed with the library.
 bin_PROGRAMS += tools/run/tcomms-run
-tools_run_tcomms_run_SOURCES = tools/run/tcomms-run.c
+tools_run_tcomms_run_SOURCES = tools/run/tcomms-run.c tools/run/args.c tools/run/run.h
