@@ -67,3 +67,4 @@ endif
 
 include tests/run.mk
 include tests/mrank.mk
+include tests/perf.mk

@@ -4,3 +4,4 @@ include tools/run/local.mk
 bin_PROGRAMS += tools/info/tcomms-info
 tools_info_tcomms_info_SOURCES = tools/info/tcomms-info.c
 tools_info_tcomms_info_LDADD = lib/libtccore.la
+include tools/perf/local.mk

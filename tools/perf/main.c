@@ -1,0 +1,75 @@
+/* tcomms-perf: an nccl-tests compatible benchmark of every tcomms collective on any backend. main() parses the
+ * command line (args.c), creates the communicator, runs the sweep (bench.c) and writes the report (report.c).
+ * An ordinary tcomms program: start one per rank with tcomms-run, mpirun, srun or torchrun. */
+#include <stdio.h>
+#include <string.h>
+
+#include <tcomms/tcomms.h>
+
+#include "args.h"
+#include "bench.h"
+#include "mem.h"
+#include "report.h"
+
+static int create_comm(const perf_args_t *a, tcomms_comm_t **comm)
+{
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_DEVICE;
+    p.device = a->device;
+    if (a->backend != NULL) {
+        p.field_mask |= TCOMMS_COMM_PARAM_BACKEND;
+        p.backend = a->backend;
+    }
+    tcomms_status_t st = tcomms_comm_create(&p, comm);
+    if (st == TCOMMS_SUCCESS)
+        return 0;
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", tcomms_last_error());
+    fprintf(stderr, "tcomms-perf: cannot create a communicator (backend %s, device %s): %s: %s\n",
+            a->backend ? a->backend : "default", tcomms_device_type_name(a->device.type), tcomms_strerror(st),
+            detail);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    perf_args_t a;
+    int status = perf_args_parse(argc, argv, &a);
+    if (status >= 0)
+        return status;
+    const char *device = tcomms_device_type_name(a.device.type);
+    const perf_mem_t *mem = perf_mem_for(a.device.type);
+    if (mem == NULL) {
+        fprintf(stderr, "tcomms-perf: -D %s: buffers on %s are not supported by this build yet (cpu only)\n",
+                device, device);
+        return 1;
+    }
+    tcomms_comm_t *comm;
+    if (create_comm(&a, &comm) != 0)
+        return 1;
+    int rank = 0, nranks = 1;
+    const char *backend = "unknown";
+    tcomms_comm_rank(comm, &rank);
+    tcomms_comm_size(comm, &nranks);
+    tcomms_comm_backend(comm, a.device.type, &backend);
+    if (a.root >= nranks) {
+        if (rank == 0)
+            fprintf(stderr, "tcomms-perf: -r/--root %d is out of range: the job has %d rank(s)\n", a.root, nranks);
+        tcomms_comm_destroy(comm);
+        return 2;
+    }
+    perf_report_t report;
+    perf_report_init(&report, rank == 0, &a, backend, device, a.label ? a.label : backend, nranks);
+    long long wrong = 0;
+    tcomms_status_t st = perf_bench_run(&a, comm, mem, &report, &wrong);
+    int json_failed = st == TCOMMS_SUCCESS && a.json != NULL && perf_report_json(&report, a.json) != 0;
+    perf_report_free(&report);
+    if (st == TCOMMS_SUCCESS && wrong > 0 && rank == 0)
+        fprintf(stderr, "tcomms-perf: %lld wrong element(s)\n", wrong);
+    fflush(stdout);
+    /* Leave together: a launcher stops every rank once one exits non-zero, which must not cut rank 0's output. */
+    if (st == TCOMMS_SUCCESS)
+        tcomms_barrier(comm, NULL, NULL);
+    tcomms_comm_destroy(comm);
+    return st != TCOMMS_SUCCESS || json_failed || wrong > 0 ? 1 : 0;
+}
