@@ -9,9 +9,13 @@ TEST_BACKENDS =
 if BUILD_GLOO
 TEST_BACKENDS += gloo
 endif
+if BUILD_UCX
+TEST_BACKENDS += ucx
+endif
 
 AM_TESTS_ENVIRONMENT = \
-	TCOMMS_BACKEND_PATH='$(abs_top_builddir)/backends/gloo/.libs'; export TCOMMS_BACKEND_PATH; \
+	TCOMMS_BACKEND_PATH='$(abs_top_builddir)/backends/gloo/.libs:$(abs_top_builddir)/backends/ucx/.libs'; \
+	export TCOMMS_BACKEND_PATH; \
 	TCOMMS_TEST_BACKENDS='$(TEST_BACKENDS)'; export TCOMMS_TEST_BACKENDS; \
 	TCOMMS_TEST_MODULES='$(abs_top_builddir)/tests/.libs'; export TCOMMS_TEST_MODULES; \
 	TCOMMS_RUN='$(abs_top_builddir)/tools/run/tcomms-run'; export TCOMMS_RUN; \
@@ -68,3 +72,4 @@ endif
 include tests/run.mk
 include tests/mrank.mk
 include tests/perf.mk
+include tests/plot.mk

@@ -5,3 +5,4 @@ bin_PROGRAMS += tools/info/tcomms-info
 tools_info_tcomms_info_SOURCES = tools/info/tcomms-info.c
 tools_info_tcomms_info_LDADD = lib/libtccore.la
 include tools/perf/local.mk
+include tools/plot/local.mk

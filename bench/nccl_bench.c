@@ -1,0 +1,300 @@
+/* nccl_bench: the raw-NCCL reference of bench/compare-nccl. It runs tcomms-perf's collectives through NCCL's own
+ * calls (grouped ncclSend/ncclRecv, ncclBroadcast or ncclReduce where NCCL has no such collective) on cudaMalloc'd
+ * buffers, one process per GPU forked from this one (-g N) over a unique id made before the fork, and prints
+ * tcomms-perf's table and JSON with backend "nccl-raw". compare-nccl builds it with gcc against CUDA and NCCL. */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+
+#define PROG "nccl_bench"
+
+/* A failed CUDA or NCCL call ends this rank; the parent then ends the others, which would wait forever. */
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) die(#x, cudaGetErrorString(e_)); } while (0)
+#define NK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) die(#x, ncclGetErrorString(r_)); } while (0)
+
+static int my_rank = -1;
+
+static void die(const char *call, const char *why)
+{
+    fprintf(stderr, "%s: rank %d: %s: %s\n", PROG, my_rank, call, why);
+    exit(1);
+}
+
+typedef struct nb {
+    bench_ctx_t c;
+    bench_layout_t l;
+    ncclComm_t comm;
+    cudaStream_t st;
+    ncclDataType_t t;
+    ncclRedOp_t op;
+    size_t es;
+    char *sbuf, *rbuf;   /* device */
+    unsigned char *host; /* staging for the fill and the check */
+    void *scratch;       /* device: one double or int64 the ranks agree on */
+} nb_t;
+
+static const ncclDataType_t nccl_types[B_NDTYPES] = {
+    [B_INT8] = ncclInt8, [B_UINT8] = ncclUint8, [B_INT32] = ncclInt32, [B_INT64] = ncclInt64,
+    [B_HALF] = ncclFloat16, [B_BFLOAT16] = ncclBfloat16, [B_FLOAT] = ncclFloat32, [B_DOUBLE] = ncclFloat64};
+static const ncclRedOp_t nccl_ops[B_NOPS] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* The send and receive data of form ip (0 out of place, 1 in place in the one buffer, as tcomms and NCCL define). */
+static char *send_at(const nb_t *b, int ip)
+{
+    return ip ? b->rbuf + b->l.send_ip * b->es : b->c.coll->flags & B_ONE_BUFFER ? b->rbuf : b->sbuf;
+}
+
+static char *recv_at(const nb_t *b, int ip)
+{
+    return ip ? b->rbuf + b->l.recv_ip * b->es : b->rbuf;
+}
+
+/* Enqueue one operation on the stream. */
+static void run(nb_t *b, int ip)
+{
+    const bench_layout_t *l = &b->l;
+    ncclComm_t w = b->comm;
+    cudaStream_t st = b->st;
+    ncclDataType_t t = b->t;
+    int me = b->c.rank, n = b->c.nranks, root = b->c.o->root;
+    size_t count = l->count, es = b->es;
+    char *s = send_at(b, ip), *r = recv_at(b, ip);
+    NK(ncclGroupStart());
+    switch ((int)(b->c.coll - bench_colls)) {
+    case B_ALL_REDUCE: NK(ncclAllReduce(s, r, count, t, b->op, w, st)); break;
+    case B_ALL_GATHER: NK(ncclAllGather(s, r, count, t, w, st)); break;
+    case B_REDUCE_SCATTER: NK(ncclReduceScatter(s, r, count, t, b->op, w, st)); break;
+    case B_BROADCAST: NK(ncclBroadcast(r, r, count, t, root, w, st)); break; /* one buffer, as tcomms has it */
+    case B_REDUCE: NK(ncclReduce(s, r, count, t, b->op, root, w, st)); break;
+    case B_ALLTOALL:
+        for (int j = 0; j < n; j++) {
+            NK(ncclSend(s + j * count * es, count, t, j, w, st));
+            NK(ncclRecv(r + j * count * es, count, t, j, w, st));
+        }
+        break;
+    case B_GATHER:
+        NK(ncclSend(s, count, t, root, w, st));
+        for (int j = 0; me == root && j < n; j++)
+            NK(ncclRecv(r + j * count * es, count, t, j, w, st));
+        break;
+    case B_SCATTER:
+        for (int j = 0; me == root && j < n; j++)
+            NK(ncclSend(s + j * count * es, count, t, j, w, st));
+        NK(ncclRecv(r, count, t, root, w, st));
+        break;
+    case B_SENDRECV:
+        NK(ncclSend(s, count, t, (me + 1) % n, w, st));
+        NK(ncclRecv(r, count, t, (me + n - 1) % n, w, st));
+        break;
+    case B_ALL_GATHER_V: /* one broadcast per block, as torch.distributed does for uneven all_gather */
+        for (int j = 0; j < n; j++)
+            NK(ncclBroadcast(s, r + l->displ[j] * es, l->blk[j], t, j, w, st));
+        break;
+    case B_REDUCE_SCATTER_V: /* one reduce per block, rooted at the block's owner */
+        for (int j = 0; j < n; j++)
+            NK(ncclReduce(s + l->displ[j] * es, r, l->blk[j], t, b->op, j, w, st));
+        break;
+    case B_ALLTOALL_V:
+        for (int j = 0; j < n; j++) {
+            NK(ncclSend(s + l->a2a_displ[j] * es, l->a2a_cnt[j], t, j, w, st));
+            NK(ncclRecv(r + l->a2a_displ[j] * es, l->a2a_cnt[j], t, j, w, st));
+        }
+        break;
+    }
+    NK(ncclGroupEnd());
+}
+
+/* Copies and fills go on the rank's stream: it does not wait for the legacy default stream (cudaStreamNonBlocking),
+ * so a plain cudaMemcpy or cudaMemset there could land after the collective that should see its data. */
+static void copy(nb_t *b, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    CK(cudaMemcpyAsync(dst, src, bytes, kind, b->st));
+    CK(cudaStreamSynchronize(b->st));
+}
+
+/* Every rank's value of *v combined with `op` (a barrier too, when the ranks wait for it). */
+static void agree(nb_t *b, void *v, ncclDataType_t t, ncclRedOp_t op)
+{
+    CK(cudaMemcpyAsync(b->scratch, v, 8, cudaMemcpyHostToDevice, b->st));
+    NK(ncclAllReduce(b->scratch, b->scratch, 1, t, op, b->comm, b->st));
+    copy(b, v, b->scratch, 8, cudaMemcpyDeviceToHost);
+}
+
+/* Microseconds per call on this rank, wall clock from a barrier to the end of the stream's work. */
+static double timed(nb_t *b, int ip)
+{
+    const bench_opts_t *o = b->c.o;
+    for (int i = 0; i < o->warmup; i++)
+        run(b, ip);
+    CK(cudaStreamSynchronize(b->st));
+    double sync = 0;
+    agree(b, &sync, ncclFloat64, ncclSum);
+    double t0 = now_us();
+    for (int i = 0; i < o->iters; i++) {
+        run(b, ip);
+        if (o->blocking)
+            CK(cudaStreamSynchronize(b->st));
+    }
+    CK(cudaStreamSynchronize(b->st));
+    return (now_us() - t0) / o->iters;
+}
+
+/* bench_measure_fn: time every rank agrees on (per -a), and the wrong elements of one checked run. */
+static void measure(void *arg, int ip, bench_fig_t *fig)
+{
+    nb_t *b = arg;
+    const bench_opts_t *o = b->c.o;
+    const bench_layout_t *l = &b->l;
+    bench_fill(&b->c, l, b->host);
+    copy(b, send_at(b, ip), b->host, l->nsend * b->es, cudaMemcpyHostToDevice);
+    double us = timed(b, ip);
+    static const ncclRedOp_t time_ops[4] = {ncclSum, ncclSum, ncclMin, ncclMax};
+    if (o->average == 0 && b->c.rank != 0)
+        us = 0; /* -a 0: the sum is rank 0's time */
+    agree(b, &us, ncclFloat64, time_ops[o->average]);
+    *fig = (bench_fig_t){.valid = 1, .time_us = o->average == 1 ? us / b->c.nranks : us, .wrong = -1};
+    if (!o->check)
+        return;
+    CK(cudaMemsetAsync(b->rbuf, 0xff, l->extent * b->es, b->st)); /* NaN or -1: never a value the check expects */
+    bench_fill(&b->c, l, b->host);
+    copy(b, send_at(b, ip), b->host, l->nsend * b->es, cudaMemcpyHostToDevice);
+    run(b, ip);
+    copy(b, b->host, recv_at(b, ip), l->nrecv * b->es, cudaMemcpyDeviceToHost);
+    int64_t wrong = (int64_t)bench_count_wrong(&b->c, l, b->host);
+    agree(b, &wrong, ncclInt64, ncclSum);
+    fig->wrong = (long)wrong;
+}
+
+static int rank_main(const bench_opts_t *o, int rank, int n, ncclUniqueId id)
+{
+    static nb_t b;
+    my_rank = rank;
+    CK(cudaSetDevice(rank));
+    NK(ncclCommInitRank(&b.comm, n, id, rank));
+    CK(cudaStreamCreateWithFlags(&b.st, cudaStreamNonBlocking));
+    b.t = nccl_types[o->dtype];
+    b.op = nccl_ops[o->op];
+    b.es = bench_dtypes[o->dtype].size;
+    size_t cap = (o->maxbytes / b.es + 1) * b.es;
+    CK(cudaMalloc((void **)&b.sbuf, cap));
+    CK(cudaMalloc((void **)&b.rbuf, cap));
+    CK(cudaMalloc(&b.scratch, 8));
+    CK(cudaMemsetAsync(b.sbuf, 0, cap, b.st));
+    CK(cudaMemsetAsync(b.rbuf, 0, cap, b.st));
+    CK(cudaStreamSynchronize(b.st));
+    b.host = malloc(cap);
+    if (b.host == NULL || bench_ctx_init(&b.c, o, rank, n) != 0)
+        die("malloc", "out of host memory");
+    char lib[128];
+    int nv = 0, cv = 0;
+    NK(ncclGetVersion(&nv));
+    CK(cudaRuntimeGetVersion(&cv));
+    snprintf(lib, sizeof lib, "NCCL %d.%d.%d, CUDA runtime %d.%d", nv / 10000, nv / 100 % 100, nv % 100, cv / 1000,
+             cv % 1000 / 10);
+    bench_report_t *rep = rank == 0 ? bench_report_new(o, PROG, "nccl-raw", "cuda", lib, n) : NULL;
+    for (int i = 0; i < o->ncolls; i++) {
+        b.c.coll = &bench_colls[o->colls[i]];
+        bench_report_begin(rep, b.c.coll);
+        /* NCCL has no in-place alltoall: grouped send/recv on one buffer would overwrite blocks not yet sent. */
+        bench_sweep(&b.c, &b.l, rep, o->colls[i] != B_ALLTOALL, measure, &b);
+        bench_report_end(rep);
+    }
+    long wrong = bench_report_finish(rep);
+    NK(ncclCommDestroy(b.comm));
+    return wrong != 0;
+}
+
+/* Count the visible GPUs in a child, so that this process never initializes CUDA before forking the ranks. */
+static int count_gpus(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int n = 0;
+        _exit(cudaGetDeviceCount(&n) == cudaSuccess ? (n > 200 ? 200 : n) : 255);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st) == 255 ? 0 : WEXITSTATUS(st);
+}
+
+static pid_t kids[4096];
+static int nkids;
+
+static void end_kids(int sig)
+{
+    for (int i = 0; i < nkids; i++)
+        if (kids[i] > 0)
+            kill(kids[i], SIGKILL);
+    if (sig != 0)
+        _exit(128 + sig);
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t o;
+    int rc = bench_parse(argc, argv, PROG, "Raw NCCL reference for bench/compare-nccl: forks one rank per GPU.", 0,
+                         &o);
+    if (rc >= 0)
+        return rc;
+    int gpus = count_gpus();
+    if (gpus <= 0) {
+        fprintf(stderr, "%s: no CUDA device is visible (CUDA_VISIBLE_DEVICES, driver, or no GPU)\n", PROG);
+        return 1;
+    }
+    int n = o.ngpus ? o.ngpus : gpus;
+    const char *why = n > gpus ? "-g asks for more ranks than there are GPUs (NCCL needs one GPU per rank)"
+                    : o.root >= n ? "-r names a rank past the last one" : NULL;
+    if (why != NULL) {
+        fprintf(stderr, "%s: %s\n", PROG, why);
+        return 2;
+    }
+    ncclUniqueId id;
+    NK(ncclGetUniqueId(&id));
+    fflush(stdout);
+    signal(SIGINT, end_kids);
+    signal(SIGTERM, end_kids);
+    for (nkids = 0; nkids < n; nkids++) {
+        kids[nkids] = fork();
+        if (kids[nkids] == 0) {
+            int st = rank_main(&o, nkids, n, id);
+            fflush(stdout);
+            _exit(st);
+        }
+        if (kids[nkids] < 0) {
+            perror(PROG ": fork");
+            end_kids(0);
+            return 1;
+        }
+    }
+    int status = 0;
+    for (int left = n; left > 0; left--) {
+        int st;
+        pid_t pid = wait(&st);
+        if (pid < 0)
+            break;
+        for (int i = 0; i < n; i++)
+            if (kids[i] == pid)
+                kids[i] = 0;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            status = 1;
+            end_kids(0); /* the others would wait for the lost rank forever */
+        }
+    }
+    return status;
+}
