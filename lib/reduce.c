@@ -14,16 +14,19 @@
 #define TC_MIN(T, U, x, y) ((y) < (x) ? (y) : (x))
 #define TC_MAX(T, U, x, y) ((y) > (x) ? (y) : (x))
 
-#define TC_KERNEL(T, U, tag, name, OP)                                                                          \
-    static void name##_##tag##_acc(T *restrict c, const T *restrict b, size_t n)                                \
+/* One (type, op): E is the element type, C the type the op computes in, U its wrapping counterpart, TO/FROM the
+ * conversions between E and C (identity for native types; float16/bfloat16 go through float). */
+#define TC_ID(x) (x)
+#define TC_KERNEL(E, C, U, tag, name, OP, TO, FROM)                                                             \
+    static void name##_##tag##_acc(E *restrict c, const E *restrict b, size_t n)                                \
     {                                                                                                           \
         for (size_t i = 0; i < n; i++)                                                                          \
-            c[i] = OP(T, U, c[i], b[i]);                                                                        \
+            c[i] = FROM(OP(C, U, TO(c[i]), TO(b[i])));                                                          \
     }                                                                                                           \
-    static void name##_##tag##_3(T *restrict c, const T *restrict a, const T *restrict b, size_t n)             \
+    static void name##_##tag##_3(E *restrict c, const E *restrict a, const E *restrict b, size_t n)             \
     {                                                                                                           \
         for (size_t i = 0; i < n; i++)                                                                          \
-            c[i] = OP(T, U, a[i], b[i]);                                                                        \
+            c[i] = FROM(OP(C, U, TO(a[i]), TO(b[i])));                                                          \
     }                                                                                                           \
     static void name##_##tag(void *c, const void *a, const void *b, size_t n)                                   \
     {                                                                                                           \
@@ -35,18 +38,18 @@
             name##_##tag##_3(c, a, b, n);                                                                       \
     }
 
-#define TC_KERNELS(T, U, tag)                                                                                   \
-    TC_KERNEL(T, U, tag, sum, TC_SUM)                                                                           \
-    TC_KERNEL(T, U, tag, prod, TC_PROD)                                                                         \
-    TC_KERNEL(T, U, tag, min, TC_MIN)                                                                           \
-    TC_KERNEL(T, U, tag, max, TC_MAX)
+#define TC_KERNELS(E, C, U, tag, TO, FROM)                                                                      \
+    TC_KERNEL(E, C, U, tag, sum, TC_SUM, TO, FROM)                                                              \
+    TC_KERNEL(E, C, U, tag, prod, TC_PROD, TO, FROM)                                                            \
+    TC_KERNEL(E, C, U, tag, min, TC_MIN, TO, FROM)                                                              \
+    TC_KERNEL(E, C, U, tag, max, TC_MAX, TO, FROM)
 
-TC_KERNELS(int8_t, uint8_t, i8)
-TC_KERNELS(uint8_t, uint8_t, u8)
-TC_KERNELS(int32_t, uint32_t, i32)
-TC_KERNELS(int64_t, uint64_t, i64)
-TC_KERNELS(float, float, f32)
-TC_KERNELS(double, double, f64)
+TC_KERNELS(int8_t, int8_t, uint8_t, i8, TC_ID, TC_ID)
+TC_KERNELS(uint8_t, uint8_t, uint8_t, u8, TC_ID, TC_ID)
+TC_KERNELS(int32_t, int32_t, uint32_t, i32, TC_ID, TC_ID)
+TC_KERNELS(int64_t, int64_t, uint64_t, i64, TC_ID, TC_ID)
+TC_KERNELS(float, float, float, f32, TC_ID, TC_ID)
+TC_KERNELS(double, double, double, f64, TC_ID, TC_ID)
 
 /* ---- IEEE binary16 and bfloat16 ---------------------------------------------------------------------------- */
 
@@ -134,36 +137,8 @@ uint16_t tc_float_to_bf16(float f)
 }
 
 /* Half types reduce through float: one rounding per step, as NCCL does. */
-#define TC_HKERNEL(tag, TO, FROM, name, OP)                                                                     \
-    static void name##_##tag##_acc(uint16_t *restrict c, const uint16_t *restrict b, size_t n)                  \
-    {                                                                                                           \
-        for (size_t i = 0; i < n; i++)                                                                          \
-            c[i] = FROM(OP(float, float, TO(c[i]), TO(b[i])));                                                  \
-    }                                                                                                           \
-    static void name##_##tag##_3(uint16_t *restrict c, const uint16_t *restrict a, const uint16_t *restrict b,  \
-                                 size_t n)                                                                      \
-    {                                                                                                           \
-        for (size_t i = 0; i < n; i++)                                                                          \
-            c[i] = FROM(OP(float, float, TO(a[i]), TO(b[i])));                                                  \
-    }                                                                                                           \
-    static void name##_##tag(void *c, const void *a, const void *b, size_t n)                                   \
-    {                                                                                                           \
-        if (c == a)                                                                                             \
-            name##_##tag##_acc(c, b, n);                                                                        \
-        else if (c == b)                                                                                        \
-            name##_##tag##_acc(c, a, n);                                                                        \
-        else                                                                                                    \
-            name##_##tag##_3(c, a, b, n);                                                                       \
-    }
-
-#define TC_HKERNELS(tag, TO, FROM)                                                                              \
-    TC_HKERNEL(tag, TO, FROM, sum, TC_SUM)                                                                      \
-    TC_HKERNEL(tag, TO, FROM, prod, TC_PROD)                                                                    \
-    TC_HKERNEL(tag, TO, FROM, min, TC_MIN)                                                                      \
-    TC_HKERNEL(tag, TO, FROM, max, TC_MAX)
-
-TC_HKERNELS(f16, h2f, f2h)
-TC_HKERNELS(bf16, b2f, f2b)
+TC_KERNELS(uint16_t, float, float, f16, h2f, f2h)
+TC_KERNELS(uint16_t, float, float, bf16, b2f, f2b)
 
 /* Indexed [dtype][op]; AVG reduces as SUM and is finished by tc_avg_finish. */
 static const tcomms_reduce_fn_t kernels[TCOMMS_DTYPE_COUNT][TCOMMS_OP_COUNT] = {
