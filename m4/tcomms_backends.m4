@@ -71,10 +71,10 @@ AC_DEFUN([TCOMMS_CHECK_UCX], [
     AS_IF([test "x$save_PKG_CONFIG_LIBDIR" = xunset], [unset PKG_CONFIG_LIBDIR],
           [PKG_CONFIG_LIBDIR="$save_PKG_CONFIG_LIBDIR"])
     AS_IF([test "x$have_ucx" = xyes],
-      [ucx_summary="found, no module yet (the UCX backend is a later issue)"],
+      [ucx_summary="yes ($($PKG_CONFIG --modversion ucx 2>/dev/null))"],
       [_TCOMMS_MISSING([ucx], [ucx >= 1.10 was not found by pkg-config (Debian: libucx-dev)])])
   ])
-  AM_CONDITIONAL([BUILD_UCX], [false])
+  AM_CONDITIONAL([BUILD_UCX], [test "x$have_ucx" = xyes])
 ])
 
 AC_DEFUN([TCOMMS_CHECK_CUDA], [

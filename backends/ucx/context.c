@@ -1,0 +1,304 @@
+/* The process-wide UCX context: one UCP context and worker shared by every communicator, created with the first and
+ * destroyed with the last, plus the endpoint cache (one endpoint per peer worker, keyed by its address) and the
+ * settings read from the environment. comm.c takes references; progress.c drives the worker. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <ucs/debug/log_def.h>
+#include <unistd.h>
+
+#include "ucx.h"
+
+#define DEFAULT_SPIN_US 100
+#define DEFAULT_WARMUP 128
+#define TEARDOWN_NS (2000ull * 1000 * 1000) /* flushing and closing endpoints at the end may take this long */
+
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+static tcu_ctx_t *the_ctx;
+
+void tcu_create_lock(void)
+{
+    pthread_mutex_lock(&create_lock);
+}
+
+void tcu_create_unlock(void)
+{
+    pthread_mutex_unlock(&create_lock);
+}
+
+const char *tcu_version(void)
+{
+    return ucp_get_version_string();
+}
+
+/* UCX logs to stdout unless told otherwise (UCX_LOG_FILE), and the library must never write there: route every
+ * line UCX decides to print (its own UCX_LOG_LEVEL filter still applies) to tcomms' logger on stderr, under the
+ * component name "ucx". Installed once per process, before the first ucp_init; the module is never unloaded. */
+static const tcomms_core_t *log_core;
+
+static ucs_log_func_rc_t route_ucx_log(const char *file, unsigned line, const char *function, ucs_log_level_t level,
+                                       const ucs_log_component_config_t *comp, const char *fmt, va_list ap)
+{
+    (void)file;
+    (void)line;
+    (void)comp;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    tcomms_log_level_t to = level <= UCS_LOG_LEVEL_ERROR  ? TCOMMS_LOG_ERROR
+                            : level == UCS_LOG_LEVEL_WARN ? TCOMMS_LOG_WARN
+                            : level <= UCS_LOG_LEVEL_INFO ? TCOMMS_LOG_INFO
+                            : level == UCS_LOG_LEVEL_DEBUG ? TCOMMS_LOG_DEBUG
+                                                           : TCOMMS_LOG_TRACE;
+    log_core->log(to, "ucx", "%s: %s", function, msg);
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+void tcu_route_ucx_logs(const tcomms_core_t *core)
+{
+    if (log_core != NULL)
+        return;
+    log_core = core;
+    ucs_log_push_handler(route_ucx_log);
+}
+
+/* An integer environment variable in [lo, hi], or `def` when unset or empty. */
+static tcomms_status_t env_int(const tcomms_core_t *core, const char *name, long lo, long hi, long def, long *out)
+{
+    const char *s = getenv(name);
+    *out = def;
+    if (s == NULL || *s == '\0')
+        return TCOMMS_SUCCESS;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return core->error(TCOMMS_ERR_BAD_ENV, "%s='%s': expected an integer in [%ld, %ld]", name, s, lo, hi);
+    *out = v;
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t read_env(tcu_ctx_t *c)
+{
+    const char *mode = getenv("TCOMMS_UCX_ERR_MODE");
+    if (mode && *mode && strcmp(mode, "none") != 0 && strcmp(mode, "peer") != 0)
+        return c->core->error(TCOMMS_ERR_BAD_ENV, "TCOMMS_UCX_ERR_MODE='%s': expected 'none' or 'peer'", mode);
+    c->peer_errors = mode && strcmp(mode, "peer") == 0;
+    long spin, rounds, thread;
+    tcomms_status_t st = env_int(c->core, "TCOMMS_UCX_SPIN_US", 0, 10 * 1000 * 1000, DEFAULT_SPIN_US, &spin);
+    if (st == TCOMMS_SUCCESS)
+        st = env_int(c->core, "TCOMMS_UCX_WARMUP", 0, 100000, DEFAULT_WARMUP, &rounds);
+    if (st == TCOMMS_SUCCESS)
+        st = env_int(c->core, "TCOMMS_UCX_PROGRESS_THREAD", 0, 1, 1, &thread);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    c->spin_ns = (uint64_t)spin * 1000;
+    c->use_thread = (int)thread;
+    c->warmup_rounds = (int)rounds;
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t ucx_fail(tcu_ctx_t *c, const char *call, ucs_status_t st)
+{
+    return c->core->error(TCOMMS_ERR_SYSTEM, "ucx: %s failed: %s (UCX %s)", call, ucs_status_string(st),
+                          tcu_version());
+}
+
+/* SERIALIZED: our lock already serialises every worker call, so UCX's own locking (MULTI) would be pure cost. */
+static tcomms_status_t open_worker(tcu_ctx_t *c)
+{
+    ucp_config_t *cfg;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+    if (st != UCS_OK)
+        return ucx_fail(c, "ucp_config_read", st);
+    ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP};
+    st = ucp_init(&p, cfg, &c->ucp);
+    ucp_config_release(cfg);
+    if (st != UCS_OK)
+        return ucx_fail(c, "ucp_init", st);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SERIALIZED};
+    if ((st = ucp_worker_create(c->ucp, &wp, &c->worker)) != UCS_OK)
+        return ucx_fail(c, "ucp_worker_create", st);
+    if ((st = ucp_worker_get_efd(c->worker, &c->efd)) != UCS_OK)
+        return ucx_fail(c, "ucp_worker_get_efd", st);
+    if ((st = ucp_worker_get_address(c->worker, &c->addr, &c->addr_len)) != UCS_OK)
+        return ucx_fail(c, "ucp_worker_get_address", st);
+    return TCOMMS_SUCCESS;
+}
+
+/* Progress until `req` (from a *_nbx call) completes or `until`; then release it. */
+static void finish_request(tcu_ctx_t *c, void *req, uint64_t until)
+{
+    if (req == NULL || UCS_PTR_IS_ERR(req))
+        return;
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && tcu_now_ns() < until)
+        ucp_worker_progress(c->worker);
+    ucp_request_free(req);
+}
+
+/* Flush what is still in flight (a last eager message over TCP may sit in a send buffer), then close every
+ * endpoint: forced where peers use error handling (no reply needed), flushed otherwise, all within TEARDOWN_NS. */
+static void close_endpoints(tcu_ctx_t *c)
+{
+    uint64_t until = tcu_now_ns() + TEARDOWN_NS;
+    ucp_request_param_t fp = {.op_attr_mask = 0};
+    finish_request(c, ucp_worker_flush_nbx(c->worker, &fp), until);
+    for (size_t b = 0; b < c->nbuckets; b++) {
+        for (tcu_ep_t *e = c->buckets[b], *next; e; e = next) {
+            next = e->next;
+            ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                      .flags = c->peer_errors ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+            finish_request(c, ucp_ep_close_nbx(e->ep, &cp), until);
+            free(e);
+        }
+    }
+    free(c->buckets);
+    c->buckets = NULL;
+    c->nbuckets = c->neps = 0;
+}
+
+static void destroy(tcu_ctx_t *c)
+{
+    tcu_thread_stop(c);
+    if (c->worker) {
+        close_endpoints(c);
+        if (c->addr)
+            ucp_worker_release_address(c->worker, c->addr);
+        ucp_worker_destroy(c->worker);
+    }
+    if (c->ucp)
+        ucp_cleanup(c->ucp);
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
+    free(c->buckets);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+tcomms_status_t tcu_ctx_acquire(const tcomms_core_t *core, tcu_ctx_t **out)
+{
+    if (the_ctx) {
+        the_ctx->refs++;
+        *out = the_ctx;
+        return TCOMMS_SUCCESS;
+    }
+    tcu_ctx_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return core->error(TCOMMS_ERR_NO_MEMORY, "ucx: out of memory for the context");
+    c->core = core;
+    c->wake_fd = -1;
+    tcu_route_ucx_logs(core);
+    c->active.anext = c->active.aprev = &c->active;
+    c->next_check_ns = UINT64_MAX;
+    pthread_mutex_init(&c->lock, NULL);
+    tcomms_status_t st = read_env(c);
+    if (st == TCOMMS_SUCCESS)
+        st = open_worker(c);
+    if (st == TCOMMS_SUCCESS) {
+        c->nbuckets = 64;
+        c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+        c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (c->buckets == NULL)
+            st = core->error(TCOMMS_ERR_NO_MEMORY, "ucx: out of memory for the endpoint cache");
+        else if (c->wake_fd < 0)
+            st = core->error(TCOMMS_ERR_SYSTEM, "ucx: eventfd: %s", strerror(errno));
+    }
+    if (st == TCOMMS_SUCCESS)
+        st = tcu_thread_start(c);
+    if (st != TCOMMS_SUCCESS) {
+        destroy(c);
+        return st;
+    }
+    core->log(TCOMMS_LOG_DEBUG, "ucx", "context up (UCX %s, error mode %s, spin %llu us)", tcu_version(),
+              c->peer_errors ? "peer" : "none", (unsigned long long)(c->spin_ns / 1000));
+    c->refs = 1;
+    the_ctx = c;
+    *out = c;
+    return TCOMMS_SUCCESS;
+}
+
+int tcu_ctx_release(tcu_ctx_t *ctx)
+{
+    if (--ctx->refs > 0)
+        return 0;
+    the_ctx = NULL;
+    destroy(ctx);
+    return 1;
+}
+
+/* ---- endpoint cache ------------------------------------------------------------------------------------------ */
+
+static uint64_t hash_bytes(const unsigned char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Runs inside ucp_worker_progress (lock held): record the failure; the next sweep breaks the communicators. */
+static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    (void)ep;
+    tcu_ep_t *e = arg;
+    e->failed = (int)status;
+    if (the_ctx) {
+        the_ctx->ep_failed = 1;
+        the_ctx->events = 1;
+    }
+}
+
+static void grow_buckets(tcu_ctx_t *c)
+{
+    size_t n = c->nbuckets * 4;
+    tcu_ep_t **b = calloc(n, sizeof(*b));
+    if (b == NULL)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < c->nbuckets; i++) {
+        for (tcu_ep_t *e = c->buckets[i], *next; e; e = next) {
+            next = e->next;
+            e->next = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    }
+    free(c->buckets);
+    c->buckets = b;
+    c->nbuckets = n;
+}
+
+tcu_ep_t *tcu_ep_get(tcu_ctx_t *c, const void *addr, size_t len)
+{
+    uint64_t h = hash_bytes(addr, len);
+    for (tcu_ep_t *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->next)
+        if (e->hash == h && e->addr_len == len && memcmp(e->addr, addr, len) == 0)
+            return e;
+    tcu_ep_t *e = calloc(1, sizeof(*e) + len);
+    if (e == NULL) {
+        c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx: out of memory for an endpoint");
+        return NULL;
+    }
+    memcpy(e->addr, addr, len);
+    e->addr_len = len;
+    e->hash = h;
+    ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                         .address = (const ucp_address_t *)e->addr,
+                         .err_mode = c->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE};
+    if (c->peer_errors) {
+        p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        p.err_handler.cb = on_ep_error;
+        p.err_handler.arg = e;
+    }
+    ucs_status_t st = ucp_ep_create(c->worker, &p, &e->ep);
+    if (st != UCS_OK) {
+        free(e);
+        ucx_fail(c, "ucp_ep_create", st);
+        return NULL;
+    }
+    e->next = c->buckets[h & (c->nbuckets - 1)];
+    c->buckets[h & (c->nbuckets - 1)] = e;
+    if (++c->neps > 2 * c->nbuckets)
+        grow_buckets(c);
+    return e;
+}

@@ -1,0 +1,411 @@
+/* The engine's mechanics: tasks (taken from a per-communicator free list, so the hot path does not allocate), the
+ * tagged messages a step posts and the callbacks counting their completion, advancing a task round by round, and
+ * ending it: success (with the AVG epilogue), or failure (requests cancelled, the communicator broken). Every
+ * function here runs with the context lock held. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx.h"
+
+#define KEEP_TASKS 64                 /* free tasks kept per communicator */
+#define KEEP_SCRATCH (64u << 20)      /* scratch bytes kept by free tasks per communicator */
+
+static unsigned char empty_message; /* UCX wants a valid address even for zero bytes */
+
+const char *tcu_coll_name(tcomms_coll_type_t type)
+{
+    static const char *const names[TCOMMS_COLL_TYPE_COUNT] = {
+        "all_reduce",       "broadcast",  "reduce",       "all_gather", "all_gather_v", "reduce_scatter",
+        "reduce_scatter_v", "all_to_all", "all_to_all_v", "gather",     "scatter",      "barrier",
+        "send",             "recv"};
+    return (unsigned)type < TCOMMS_COLL_TYPE_COUNT ? names[type] : "operation";
+}
+
+/* ---- messages ------------------------------------------------------------------------------------------------ */
+
+static void note_completion(tcu_task_t *t, ucs_status_t st)
+{
+    t->pending--;
+    if (st != UCS_OK && st != UCS_ERR_CANCELED && t->ucs_error == 0)
+        t->ucs_error = (int)st;
+    if (t->pending == 0 || st != UCS_OK) {
+        t->ready = 1;
+        t->comm->ctx->events = 1;
+    }
+}
+
+static void send_done(void *req, ucs_status_t st, void *user)
+{
+    (void)req;
+    note_completion(user, st);
+}
+
+static void recv_done(void *req, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user)
+{
+    (void)req;
+    (void)info;
+    note_completion(user, st);
+}
+
+/* Keep an in-flight request for the round; an immediate error or no room for it fails the task after the step. */
+static void track(tcu_task_t *t, void *r, int peer, int send)
+{
+    if (r == NULL)
+        return; /* completed at once */
+    if (UCS_PTR_IS_ERR(r)) {
+        if (t->ucs_error == 0) {
+            t->ucs_error = (int)UCS_PTR_STATUS(r);
+            t->error_peer = peer;
+        }
+        return;
+    }
+    if (t->nreqs == t->cap_reqs) {
+        int cap = t->cap_reqs ? 2 * t->cap_reqs : 8;
+        struct tcu_req *grown = realloc(t->reqs, (size_t)cap * sizeof(*grown));
+        if (grown == NULL) {
+            ucp_request_cancel(t->comm->ctx->worker, r);
+            ucp_request_free(r);
+            if (t->ucs_error == 0)
+                t->ucs_error = (int)UCS_ERR_NO_MEMORY;
+            return;
+        }
+        t->reqs = grown;
+        t->cap_reqs = cap;
+    }
+    t->reqs[t->nreqs++] = (struct tcu_req){r, peer, send};
+    t->pending++;
+}
+
+static uint64_t message_tag(const tcu_task_t *t, int src, unsigned slot)
+{
+    return t->tag_base | ((uint64_t)(uint32_t)src << TCU_SRC_SHIFT) | (t->p2p ? 0u : (slot & 0xFFu));
+}
+
+static int peer_unusable(tcu_task_t *t, int peer)
+{
+    tcu_ep_t *e = t->comm->eps[peer];
+    if (e && !e->failed)
+        return 0;
+    if (t->ucs_error == 0) {
+        t->ucs_error = e ? e->failed : (int)UCS_ERR_INVALID_PARAM;
+        t->error_peer = peer;
+    }
+    return 1;
+}
+
+void tcu_send(tcu_task_t *t, int peer, unsigned slot, const void *buf, size_t bytes)
+{
+    if (t->ucs_error || peer_unusable(t, peer))
+        return;
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                             UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                             .cb.send = send_done,
+                             .user_data = t,
+                             .datatype = ucp_dt_make_contig(1),
+                             .memory_type = UCS_MEMORY_TYPE_HOST};
+    void *r = ucp_tag_send_nbx(t->comm->eps[peer]->ep, bytes ? buf : &empty_message, bytes,
+                               message_tag(t, t->rank, slot), &p);
+    track(t, r, peer, 1);
+}
+
+void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
+{
+    if (t->ucs_error || peer_unusable(t, peer))
+        return;
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                             UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                             .cb.recv = recv_done,
+                             .user_data = t,
+                             .datatype = ucp_dt_make_contig(1),
+                             .memory_type = UCS_MEMORY_TYPE_HOST};
+    void *r = ucp_tag_recv_nbx(t->comm->ctx->worker, bytes ? buf : &empty_message, bytes,
+                               message_tag(t, peer, slot), UINT64_MAX, &p);
+    track(t, r, peer, 0);
+}
+
+void *tcu_scratch(tcu_task_t *t, size_t bytes)
+{
+    if (bytes <= t->cap_scratch && t->scratch)
+        return t->scratch;
+    size_t cap = bytes < 256 ? 256 : bytes;
+    unsigned char *p = realloc(t->scratch, cap);
+    if (p == NULL)
+        return NULL;
+    t->scratch = p;
+    t->cap_scratch = cap;
+    return p;
+}
+
+/* ---- ending a task ------------------------------------------------------------------------------------------- */
+
+static void recycle(tcu_task_t *t)
+{
+    tcu_comm_t *c = t->comm;
+    t->cprev->cnext = t->cnext;
+    t->cnext->cprev = t->cprev;
+    if (c->nfree >= KEEP_TASKS) {
+        tcu_task_destroy(t);
+        return;
+    }
+    if (c->kept_scratch + t->cap_scratch > KEEP_SCRATCH) {
+        free(t->scratch);
+        t->scratch = NULL;
+        t->cap_scratch = 0;
+    }
+    c->kept_scratch += t->cap_scratch;
+    t->cnext = c->free;
+    c->free = t;
+    c->nfree++;
+}
+
+static void finish(tcu_task_t *t)
+{
+    t->aprev->anext = t->anext;
+    t->anext->aprev = t->aprev;
+    t->anext = t->aprev = t;
+    t->comm->ctx->nactive--;
+    t->comm->nactive--;
+    if (!t->held)
+        recycle(t);
+}
+
+/* Cancel what is still in flight and hand every request back to UCX: no callback refers to the task afterwards. */
+static void drop_requests(tcu_task_t *t)
+{
+    ucp_worker_h w = t->comm->ctx->worker;
+    for (int i = 0; i < t->nreqs; i++)
+        if (ucp_request_check_status(t->reqs[i].req) == UCS_INPROGRESS)
+            ucp_request_cancel(w, t->reqs[i].req);
+    for (int i = 0; i < t->nreqs; i++)
+        ucp_request_free(t->reqs[i].req);
+    t->nreqs = 0;
+    t->pending = 0;
+}
+
+static void vfail(tcu_task_t *t, tcomms_status_t status, const char *fmt, va_list ap)
+{
+    if (t->status != TCOMMS_IN_PROGRESS)
+        return;
+    drop_requests(t);
+    tcu_comm_t *c = t->comm;
+    int n = snprintf(t->msg, sizeof(t->msg), "ucx %s (%s) on '%s' (rank %d of %d): ", tcu_coll_name(t->a.type),
+                     t->algo->name, c->name, c->rank, c->size);
+    if (n >= 0 && (size_t)n < sizeof(t->msg))
+        vsnprintf(t->msg + n, sizeof(t->msg) - (size_t)n, fmt, ap);
+    t->status = status;
+    tcu_comm_break(c, status, t->msg);
+    finish(t);
+}
+
+void tcu_task_fail(tcu_task_t *t, tcomms_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(t, status, fmt, ap);
+    va_end(ap);
+}
+
+int tcu_fail(tcu_task_t *t, tcomms_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(t, status, fmt, ap);
+    va_end(ap);
+    return (int)status;
+}
+
+static void fail_ucs(tcu_task_t *t)
+{
+    ucs_status_t st = (ucs_status_t)t->ucs_error;
+    int peer = t->error_peer;
+    const char *what = "a message to or from";
+    for (int i = 0; i < t->nreqs; i++) {
+        if (ucp_request_check_status(t->reqs[i].req) == st) {
+            peer = t->reqs[i].peer;
+            what = t->reqs[i].send ? "a send to" : "a receive from";
+            break;
+        }
+    }
+    if (st == UCS_ERR_MESSAGE_TRUNCATED)
+        tcu_task_fail(t, TCOMMS_ERR_INVALID_ARG, "a message from rank %d is longer than its receive buffer: counts "
+                      "or dtypes differ between ranks", peer);
+    else if (st == UCS_ERR_NO_MEMORY)
+        tcu_task_fail(t, TCOMMS_ERR_NO_MEMORY, "out of memory posting a message to rank %d", peer);
+    else
+        tcu_task_fail(t, TCOMMS_ERR_REMOTE, "%s rank %d failed: %s", what, peer, ucs_status_string(st));
+}
+
+static int is_reducing(tcomms_coll_type_t type)
+{
+    return type == TCOMMS_COLL_ALL_REDUCE || type == TCOMMS_COLL_REDUCE || type == TCOMMS_COLL_REDUCE_SCATTER ||
+           type == TCOMMS_COLL_REDUCE_SCATTER_V;
+}
+
+/* AVG reduced as SUM; divide where the result landed (a.count is this rank's result length for every type). */
+static void complete(tcu_task_t *t)
+{
+    if (t->a.op == TCOMMS_AVG && is_reducing(t->a.type) && t->a.count &&
+        (t->a.type != TCOMMS_COLL_REDUCE || t->rank == t->a.peer))
+        t->core->avg_finish(t->a.recvbuf, t->a.count, t->a.dtype, t->size);
+    t->status = TCOMMS_SUCCESS;
+    finish(t);
+}
+
+void tcu_task_advance(tcu_task_t *t)
+{
+    while (t->status == TCOMMS_IN_PROGRESS) {
+        if (t->ucs_error) {
+            fail_ucs(t);
+            return;
+        }
+        if (t->pending > 0)
+            return;
+        for (int i = 0; i < t->nreqs; i++)
+            ucp_request_free(t->reqs[i].req);
+        t->nreqs = 0;
+        int r = t->algo->step(t);
+        if (t->status != TCOMMS_IN_PROGRESS)
+            return; /* the step called tcu_fail */
+        if (t->ucs_error) {
+            fail_ucs(t);
+            return;
+        }
+        if (r < 0) {
+            tcu_task_fail(t, (tcomms_status_t)r, "step %d failed%s", t->round,
+                          r == TCOMMS_ERR_NO_MEMORY ? ": out of memory for scratch" : "");
+            return;
+        }
+        if (r == TCU_DONE) {
+            if (t->nreqs)
+                tcu_task_fail(t, TCOMMS_ERR_INTERNAL, "step %d posted messages and returned TCU_DONE", t->round);
+            else
+                complete(t);
+            return;
+        }
+        t->round++;
+    }
+}
+
+/* ---- starting and releasing tasks ---------------------------------------------------------------------------- */
+
+static tcu_task_t *take_task(tcu_comm_t *c)
+{
+    tcu_task_t *t = c->free;
+    if (t) {
+        c->free = t->cnext;
+        c->nfree--;
+        c->kept_scratch -= t->cap_scratch;
+        return t;
+    }
+    return calloc(1, sizeof(*t));
+}
+
+/* Copy the v-variant arrays: the caller's may go away when post() returns. */
+static int keep_arrays(tcu_task_t *t, int n)
+{
+    const size_t **fields[4] = {&t->a.sendcounts, &t->a.sdispls, &t->a.recvcounts, &t->a.rdispls};
+    size_t need = 4 * (size_t)n;
+    if (need > t->cap_varrays) {
+        size_t *p = realloc(t->varrays, need * sizeof(*p));
+        if (p == NULL)
+            return -1;
+        t->varrays = p;
+        t->cap_varrays = need;
+    }
+    for (int k = 0; k < 4; k++) {
+        if (*fields[k] == NULL)
+            continue;
+        memcpy(t->varrays + (size_t)k * n, *fields[k], (size_t)n * sizeof(size_t));
+        *fields[k] = t->varrays + (size_t)k * n;
+    }
+    return 0;
+}
+
+tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const tcu_algo_t *algo, int kind,
+                               uint32_t seq, tcu_task_t **out)
+{
+    tcu_task_t *t = take_task(c);
+    if (t == NULL)
+        return c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx %s on '%s': out of memory for a task",
+                              tcu_coll_name(a->type), c->name);
+    t->a = *a;
+    int v = a->type == TCOMMS_COLL_ALL_GATHER_V || a->type == TCOMMS_COLL_REDUCE_SCATTER_V ||
+            a->type == TCOMMS_COLL_ALL_TO_ALL_V;
+    if (!v)
+        t->a.sendcounts = t->a.sdispls = t->a.recvcounts = t->a.rdispls = NULL;
+    else if (keep_arrays(t, c->size) != 0) {
+        tcu_task_destroy(t);
+        return c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx %s on '%s': out of memory copying counts",
+                              tcu_coll_name(a->type), c->name);
+    }
+    t->rank = c->rank;
+    t->size = c->size;
+    t->esize = c->core->dtype_size(a->dtype);
+    t->reduce = is_reducing(a->type) ? c->core->reduce_fn(a->dtype, a->op) : NULL;
+    t->round = 0;
+    memset(t->state, 0, sizeof(t->state));
+    t->comm = c;
+    t->core = c->core;
+    t->algo = algo;
+    t->p2p = kind == TCU_KIND_P2P;
+    t->tag_base = tcu_tag(kind, c->cid, 0, t->p2p ? (seq & TCU_P2P_SEQ_MASK) : (seq & TCU_SEQ_MASK) << 8);
+    tcu_ctx_t *x = c->ctx;
+    x->last_post_ns = tcu_now_ns();
+    t->deadline_ns = x->last_post_ns + (uint64_t)a->timeout_ms * 1000000ull;
+    t->status = TCOMMS_IN_PROGRESS;
+    t->ucs_error = 0;
+    t->error_peer = -1;
+    t->pending = t->ready = t->nreqs = 0;
+    t->held = 1;
+    t->msg[0] = '\0';
+    t->cnext = &c->live;
+    t->cprev = c->live.cprev;
+    c->live.cprev->cnext = t;
+    c->live.cprev = t;
+    t->anext = &x->active;
+    t->aprev = x->active.aprev;
+    x->active.aprev->anext = t;
+    x->active.aprev = t;
+    x->nactive++;
+    c->nactive++;
+    if (t->deadline_ns < x->next_check_ns)
+        x->next_check_ns = t->deadline_ns;
+    if (x->deep_sleep) /* the first post after a quiet second: let the thread tick again */
+        tcu_thread_wake(x);
+    tcu_task_advance(t);
+    *out = t;
+    return TCOMMS_SUCCESS;
+}
+
+void tcu_task_release(tcu_task_t *t)
+{
+    t->held = 0;
+    if (t->status != TCOMMS_IN_PROGRESS)
+        recycle(t);
+}
+
+void tcu_task_destroy(tcu_task_t *t)
+{
+    free(t->reqs);
+    free(t->varrays);
+    free(t->scratch);
+    free(t);
+}
+
+tcomms_status_t tcu_task_report(tcu_task_t *t)
+{
+    if (t->status == TCOMMS_SUCCESS || t->status == TCOMMS_IN_PROGRESS)
+        return t->status;
+    return t->core->error(t->status, "%s", t->msg);
+}
+
+void tcu_comm_break(tcu_comm_t *c, tcomms_status_t status, const char *msg)
+{
+    if (c->broken != TCOMMS_SUCCESS)
+        return;
+    c->broken = status;
+    snprintf(c->broken_msg, sizeof(c->broken_msg), "%s", msg);
+    c->ctx->events = 1; /* the sweep fails the communicator's other running tasks */
+}

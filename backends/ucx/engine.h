@@ -1,0 +1,119 @@
+/* The collective engine as algorithms see it: a collective is a task, a state machine of rounds. Each round posts
+ * tagged sends and receives; when all of them have completed the engine calls the algorithm's step again, which
+ * does the round's local work (reduce, copy) and posts the next round. Algorithm files (allreduce.c, bcast.c, ...)
+ * include only this header; the mechanics behind it live in engine.c, progress.c and context.c. */
+#ifndef TCU_ENGINE_H
+#define TCU_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tcomms/backend.h>
+
+typedef struct tcu_task tcu_task_t;
+
+/* What a step returns. A negative tcomms_status_t also fails the task; prefer tcu_fail() for a message. */
+enum { TCU_DONE = 0, TCU_MORE = 1 };
+
+/* One step of an algorithm. Called with t->round == 0 when the task starts, then again each time every message the
+ * previous step posted has completed (t->round counts the steps already done). A step finishes the previous round's
+ * local work, then either posts the next round with tcu_send/tcu_recv and returns TCU_MORE, or posts nothing and
+ * returns TCU_DONE. Returning TCU_MORE without posting simply calls the step again (a local-only round). Steps run
+ * with the engine's lock held, possibly on the progress thread: no blocking, no logging. The engine applies the AVG
+ * epilogue after TCU_DONE, so algorithms treat AVG as SUM (t->reduce already does). */
+typedef int (*tcu_step_fn)(tcu_task_t *t);
+
+/* An algorithm, as named in TCOMMS_UCX_<COLL>_ALGO and selected by select.c. */
+typedef struct tcu_algo {
+    const char *name;
+    tcu_step_fn step;
+} tcu_algo_t;
+
+/* A running collective. Algorithms read the fields of the first block and own `state`; everything after the
+ * "engine only" line is private to engine.c and progress.c. */
+struct tcu_task {
+    tcomms_coll_args_t a;   /* the operation, validated by the core; v-variant arrays are the task's own copies
+                               (never NULL: packed displacements are filled in) */
+    int rank, size;         /* this rank and the communicator size (size >= 2 for algorithms) */
+    size_t esize;           /* bytes per element of a.dtype */
+    tcomms_reduce_fn_t reduce; /* c[i] = a[i] op b[i] for a.dtype and a.op (AVG as SUM); NULL for non-reducing ops */
+    int round;              /* steps completed before this one */
+    size_t state[4];        /* free for the algorithm; zero at round 0 */
+
+    /* ---- engine only ---- */
+    struct tcu_comm *comm;  /* NULL once the communicator is gone (a completed, detached handle) */
+    const tcomms_core_t *core;
+    const tcu_algo_t *algo;
+    uint64_t tag_base;      /* kind, communicator id and this operation's sequence number */
+    int p2p;                /* tag_base carries a point-to-point sequence: slots are not used */
+    uint64_t deadline_ns;   /* CLOCK_MONOTONIC: the operation fails with TCOMMS_ERR_TIMEOUT after it */
+    tcomms_status_t status; /* TCOMMS_IN_PROGRESS until final */
+    int ucs_error;          /* first failed request's ucs_status_t, 0 when none */
+    int error_peer;         /* the peer of that request */
+    int pending;            /* requests of the current round still in flight */
+    int ready;              /* set by completion callbacks: the round is over or a request failed */
+    int held;               /* the caller still holds the handle */
+    struct tcu_req *reqs;   /* UCX requests of the current round */
+    int nreqs, cap_reqs;
+    size_t *varrays;        /* storage for the copied v-variant arrays */
+    size_t cap_varrays;
+    unsigned char *scratch;
+    size_t cap_scratch;
+    struct tcu_task *anext, *aprev; /* the context's list of running tasks */
+    struct tcu_task *cnext, *cprev; /* the communicator's list of tasks not on its free list */
+    char msg[512];          /* the error message, when status is an error */
+};
+
+/* Post a send of `bytes` at `buf` to rank `peer` (or a receive from `peer` into `buf`, at most `bytes`), counted in
+ * the current round. `slot` (0..255) tells apart several messages between the same pair within one operation: the
+ * receiver must name the same slot as the sender. Zero-byte messages are sent (both sides must agree). Failures are
+ * recorded in the task, which the engine fails after the step returns: algorithms need not check. */
+void tcu_send(tcu_task_t *t, int peer, unsigned slot, const void *buf, size_t bytes);
+void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes);
+
+/* This task's scratch memory, at least `bytes` long and kept across steps (ask once, at round 0; asking again with
+ * a larger size may move it). Scratch is reused from task to task, so it is not zeroed. NULL when out of memory:
+ * return tcu_fail(t, TCOMMS_ERR_NO_MEMORY, ...) or simply TCOMMS_ERR_NO_MEMORY. */
+void *tcu_scratch(tcu_task_t *t, size_t bytes);
+
+/* Fail the task with `status` and a message (the engine prefixes the operation and communicator); returns status so
+ * that a step may `return tcu_fail(...)`. */
+int tcu_fail(tcu_task_t *t, tcomms_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Byte address of element `elem` in `buf`. */
+static inline unsigned char *tcu_at(const void *buf, size_t elem, size_t esize)
+{
+    return (unsigned char *)buf + elem * esize;
+}
+
+/* Block b of `count` elements split into `n` near-equal blocks (the first count % n one element longer): its
+ * first element and length. Every algorithm that partitions a buffer uses this, so they agree. */
+static inline void tcu_block(size_t count, int n, int b, size_t *first, size_t *len)
+{
+    size_t q = count / (size_t)n, r = count % (size_t)n, ub = (size_t)b;
+    *len = q + (ub < r);
+    *first = ub * q + (ub < r ? ub : r);
+}
+
+/* The per-rank count and displacement (elements) of rank `r` for gather-like layouts: the v-arrays when the
+ * operation has them, else a.count and r * a.count. `counts`/`displs` pick the receive (0) or send (1) side. */
+static inline size_t tcu_vcount(const tcu_task_t *t, int send_side, int r)
+{
+    const size_t *c = send_side ? t->a.sendcounts : t->a.recvcounts;
+    return c ? c[r] : t->a.count;
+}
+static inline size_t tcu_vdispl(const tcu_task_t *t, int send_side, int r)
+{
+    const size_t *d = send_side ? t->a.sdispls : t->a.rdispls;
+    return d ? d[r] : (size_t)r * t->a.count;
+}
+
+static inline int tcu_mod(int x, int n)
+{
+    return ((x % n) + n) % n;
+}
+
+#endif /* TCU_ENGINE_H */

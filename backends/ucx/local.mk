@@ -1,0 +1,26 @@
+# The UCX backend: a C11 module the core dlopens as tcomms_ucx.so, with its own collective algorithms over UCP
+# tagged messages. Built only when configure found UCX; everything but the tcomms_backend_module table stays hidden.
+if BUILD_UCX
+pkglib_LTLIBRARIES += backends/ucx/tcomms_ucx.la
+backends_ucx_tcomms_ucx_la_SOURCES = \
+	backends/ucx/ucx.h \
+	backends/ucx/engine.h \
+	backends/ucx/module.c \
+	backends/ucx/context.c \
+	backends/ucx/comm.c \
+	backends/ucx/progress.c \
+	backends/ucx/engine.c \
+	backends/ucx/select.c \
+	backends/ucx/basic.c \
+	backends/ucx/allreduce.c \
+	backends/ucx/allgather.c \
+	backends/ucx/reduce_scatter.c \
+	backends/ucx/bcast.c \
+	backends/ucx/alltoall.c \
+	backends/ucx/gather_scatter.c \
+	backends/ucx/barrier.c
+backends_ucx_tcomms_ucx_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS) -fvisibility=hidden
+backends_ucx_tcomms_ucx_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
+	-export-symbols-regex '^tcomms_backend_module$$'
+backends_ucx_tcomms_ucx_la_LIBADD = $(UCX_LIBS) -lpthread
+endif

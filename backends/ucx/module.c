@@ -1,0 +1,143 @@
+/* The UCX backend's one exported symbol, tcomms_backend_module, and its entry points: query (can UCP start here?),
+ * post (pick the algorithm and tag, start the task), and the work handle calls, which progress the worker on the
+ * caller's thread. Communicators are in comm.c, the engine in engine.c and progress.c. */
+#include <string.h>
+
+#include "ucx.h"
+
+static tcomms_status_t query(const tcomms_core_t *core, char *reason, size_t len)
+{
+    tcu_route_ucx_logs(core);
+    ucp_config_t *cfg;
+    ucp_context_h ctx;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+    if (st == UCS_OK) {
+        ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP};
+        st = ucp_init(&p, cfg, &ctx);
+        ucp_config_release(cfg);
+        if (st == UCS_OK)
+            ucp_cleanup(ctx);
+    }
+    if (st != UCS_OK) {
+        if (reason && len)
+            snprintf(reason, len, "UCX %s cannot initialise: %s (check UCX_TLS and UCX_NET_DEVICES)",
+                     tcu_version(), ucs_status_string(st));
+        return TCOMMS_ERR_BACKEND_UNAVAILABLE;
+    }
+    if (reason && len)
+        reason[0] = '\0';
+    return TCOMMS_SUCCESS;
+}
+
+/* The common hints concern GPU streams and kernels, and no ucx.* key is honoured (UCX reads its own UCX_*
+ * variables, e.g. UCX_TLS): every key is "not applicable". */
+static tcomms_status_t comm_hint(void *bcomm, const char *key, char *buf, size_t len)
+{
+    (void)buf;
+    (void)len;
+    const tcu_comm_t *c = bcomm;
+    return c->core->error(TCOMMS_ERR_NOT_SUPPORTED, "ucx: hint '%s' is not applicable", key);
+}
+
+static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
+{
+    tcu_comm_t *c = bcomm;
+    tcu_ctx_t *x = c->ctx;
+    const tcu_algo_t *algo;
+    int kind = TCU_KIND_COLL;
+    uint32_t seq;
+    pthread_mutex_lock(&x->lock);
+    if (c->broken != TCOMMS_SUCCESS) {
+        tcomms_status_t st = c->core->error(TCOMMS_ERR_ABORTED, "ucx %s on '%s': the communicator is unusable "
+                                            "after an earlier error: %s", tcu_coll_name(a->type), c->name,
+                                            c->broken_msg);
+        pthread_mutex_unlock(&x->lock);
+        return st;
+    }
+    if (a->type == TCOMMS_COLL_SEND || a->type == TCOMMS_COLL_RECV) {
+        algo = &tcu_algo_p2p;
+        kind = TCU_KIND_P2P;
+        seq = a->type == TCOMMS_COLL_SEND ? c->send_seq[a->peer]++ : c->recv_seq[a->peer]++;
+    } else {
+        algo = c->size == 1 ? &tcu_algo_alone : tcu_select(c, a, c->core->dtype_size(a->dtype));
+        seq = c->coll_seq++;
+    }
+    tcu_task_t *t = NULL;
+    tcomms_status_t st = tcu_task_start(c, a, algo, kind, seq, &t);
+    pthread_mutex_unlock(&x->lock);
+    if (st == TCOMMS_SUCCESS)
+        *bwork = t;
+    return st;
+}
+
+static int task_final(void *arg)
+{
+    return ((tcu_task_t *)arg)->status != TCOMMS_IN_PROGRESS;
+}
+
+static tcomms_status_t work_test(void *bwork)
+{
+    tcu_task_t *t = bwork;
+    if (t->comm == NULL) /* detached: final */
+        return tcu_task_report(t);
+    tcu_ctx_t *x = t->comm->ctx;
+    pthread_mutex_lock(&x->lock);
+    if (t->status == TCOMMS_IN_PROGRESS) {
+        x->wait_epoch++;
+        ucp_worker_progress(x->worker);
+        if (x->events)
+            tcu_sweep(x);
+        uint64_t now = tcu_now_ns();
+        if (now >= x->next_check_ns)
+            tcu_check_deadlines(x, now);
+    }
+    tcomms_status_t st = t->status;
+    pthread_mutex_unlock(&x->lock);
+    return st == TCOMMS_IN_PROGRESS ? st : tcu_task_report(t);
+}
+
+static tcomms_status_t work_wait(void *bwork, uint32_t timeout_ms)
+{
+    tcu_task_t *t = bwork;
+    if (t->comm == NULL)
+        return tcu_task_report(t);
+    tcu_ctx_t *x = t->comm->ctx;
+    pthread_mutex_lock(&x->lock);
+    int done = tcu_drive(x, task_final, t, tcu_now_ns() + (uint64_t)timeout_ms * 1000000ull);
+    pthread_mutex_unlock(&x->lock);
+    if (!done)
+        return t->core->error(TCOMMS_ERR_TIMEOUT, "ucx %s: still running after a %u ms wait (the operation's "
+                              "timeout is %u ms)", tcu_coll_name(t->a.type), timeout_ms, t->a.timeout_ms);
+    return tcu_task_report(t);
+}
+
+static void work_free(void *bwork)
+{
+    tcu_task_t *t = bwork;
+    if (t->comm == NULL) {
+        tcu_task_destroy(t);
+        return;
+    }
+    tcu_ctx_t *x = t->comm->ctx;
+    pthread_mutex_lock(&x->lock);
+    tcu_task_release(t);
+    pthread_mutex_unlock(&x->lock);
+}
+
+static const char *const honoured_hints[] = {NULL};
+
+__attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_module = {
+    .abi_version = TCOMMS_BACKEND_ABI_VERSION,
+    .name = "ucx",
+    .description = "collectives over UCX tagged point-to-point (UCP; shared memory or TCP), CPU buffers",
+    .device_types = 1u << TCOMMS_DEVICE_CPU,
+    .hints = honoured_hints,
+    .query = query,
+    .comm_create = tcu_comm_create,
+    .comm_destroy = tcu_comm_destroy,
+    .comm_hint = comm_hint,
+    .post = post,
+    .work_test = work_test,
+    .work_wait = work_wait,
+    .work_free = work_free,
+};

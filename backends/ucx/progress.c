@@ -1,0 +1,241 @@
+/* Who turns the worker: a caller waiting on an operation progresses it inline (spin briefly, then sleep on the
+ * worker's event fd), and one process-wide progress thread does so while no caller is waiting, so non-blocking
+ * operations advance when the caller is away. Both sweep the running tasks after progress: advance the ones whose
+ * round completed, fail those past their deadline or on a broken communicator. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ucx.h"
+
+#define CHECK_EVERY_NS (100ull * 1000 * 1000)  /* deadlines are looked at least this often */
+#define TICK_NS (1000ull * 1000)               /* the progress thread looks for an absent caller this often */
+#define IDLE_NS (1000ull * 1000 * 1000)        /* ... or this often after IDLE_AFTER_NS without any post */
+#define IDLE_AFTER_NS (1000ull * 1000 * 1000)
+#define THREAD_BURST 64                        /* progress calls per wake-up before the thread arms again */
+#define POLLS_PER_CHECK 16                     /* a waiting caller reads the clock once per this many polls */
+
+uint64_t tcu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Peer error mode: a running task with a request in flight with a peer whose endpoint failed fails with
+ * TCOMMS_ERR_REMOTE (UCX completes the sends itself, but a receive would wait for ever). Others carry on: a peer that
+ * finished its part and left must not fail operations that no longer need it; posting to it later fails. */
+static void fail_tasks_on_failed_eps(tcu_ctx_t *c)
+{
+    for (tcu_task_t *t = c->active.anext, *next; t != &c->active; t = next) {
+        next = t->anext;
+        for (int i = 0; i < t->nreqs; i++) {
+            tcu_ep_t *e = t->comm->eps[t->reqs[i].peer];
+            if (e && e->failed && ucp_request_check_status(t->reqs[i].req) == UCS_INPROGRESS) {
+                tcu_task_fail(t, TCOMMS_ERR_REMOTE, "the connection to rank %d failed: %s", t->reqs[i].peer,
+                              ucs_status_string((ucs_status_t)e->failed));
+                break;
+            }
+        }
+    }
+}
+
+void tcu_sweep(tcu_ctx_t *c)
+{
+    c->events = 0;
+    if (c->ep_failed) {
+        c->ep_failed = 0;
+        fail_tasks_on_failed_eps(c);
+    }
+    /* A step may finish or fail only its own task, so `next` stays valid. */
+    for (tcu_task_t *t = c->active.anext, *next; t != &c->active; t = next) {
+        next = t->anext;
+        if (t->comm->broken != TCOMMS_SUCCESS)
+            tcu_task_fail(t, t->comm->broken, "aborted: %s", t->comm->broken_msg);
+        else if (t->ready) {
+            t->ready = 0;
+            tcu_task_advance(t);
+        }
+    }
+}
+
+void tcu_check_deadlines(tcu_ctx_t *c, uint64_t now)
+{
+    uint64_t next_check = now + CHECK_EVERY_NS;
+    for (tcu_task_t *t = c->active.anext, *next; t != &c->active; t = next) {
+        next = t->anext;
+        if (now >= t->deadline_ns)
+            tcu_task_fail(t, TCOMMS_ERR_TIMEOUT, "timed out after %u ms (at step %d, %d message(s) pending)",
+                          t->a.timeout_ms, t->round, t->pending);
+        else if (t->deadline_ns < next_check)
+            next_check = t->deadline_ns;
+    }
+    c->next_check_ns = next_check;
+}
+
+/* Sleep on the worker's event fd until an event, `until` or the next deadline check. Lock held; dropped while
+ * asleep. */
+static void sleep_on_worker(tcu_ctx_t *c, uint64_t now, uint64_t until)
+{
+    ucs_status_t st = ucp_worker_arm(c->worker);
+    if (st == UCS_ERR_BUSY)
+        return; /* events are waiting: progress again */
+    if (until > c->next_check_ns)
+        until = c->next_check_ns;
+    uint64_t ns = until > now ? until - now : 0;
+    if (ns > CHECK_EVERY_NS)
+        ns = CHECK_EVERY_NS;
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    struct pollfd pfd = {.fd = c->efd, .events = POLLIN};
+    pthread_mutex_unlock(&c->lock);
+    if (st == UCS_OK)
+        ppoll(&pfd, 1, &ts, NULL);
+    else /* cannot arm: nap instead of spinning */
+        nanosleep(&(struct timespec){0, 50000}, NULL);
+    pthread_mutex_lock(&c->lock);
+}
+
+int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
+{
+    if (done(arg))
+        return 1;
+    int ok = 0;
+    uint64_t spin_end = tcu_now_ns() + c->spin_ns;
+    c->waiters++;
+    c->wait_epoch++;
+    for (unsigned polls = 1;; polls++) {
+        ucp_worker_progress(c->worker);
+        if (c->events)
+            tcu_sweep(c);
+        if ((ok = done(arg)))
+            break;
+        if (polls % POLLS_PER_CHECK)
+            continue;
+        uint64_t now = tcu_now_ns();
+        if (now >= c->next_check_ns) {
+            tcu_check_deadlines(c, now);
+            if ((ok = done(arg)))
+                break;
+        }
+        if (now >= until)
+            break;
+        if (now < spin_end) {
+            /* let other threads post or test now and then */
+            pthread_mutex_unlock(&c->lock);
+            pthread_mutex_lock(&c->lock);
+        } else {
+            sleep_on_worker(c, now, until);
+        }
+    }
+    c->waiters--;
+    return ok;
+}
+
+/* ---- the progress thread ------------------------------------------------------------------------------------- */
+
+/* The thread must never compete with a caller that progresses inline: on a machine with few cores a woken thread
+ * takes the core of a rank that is about to receive. So it does not listen to the worker's event fd by default; it
+ * ticks (TICK_NS, or IDLE_NS after a second without posts) and only when a running task has gone a whole tick
+ * without anyone waiting on or testing anything ("the caller is away") does it take over: progress, arm the
+ * worker, sleep on its event fd, until the tasks end or a caller is back. It uses trylock, so it never queues
+ * behind a caller either. */
+static int caller_away(tcu_ctx_t *c, uint64_t *seen_epoch, int away)
+{
+    int idle_tick = c->wait_epoch == *seen_epoch;
+    *seen_epoch = c->wait_epoch;
+    return c->waiters == 0 && c->nactive > 0 && (away || idle_tick);
+}
+
+/* One wake-up of the thread, lock held; returns how long to sleep and whether on the worker's fd too. */
+static uint64_t thread_turn(tcu_ctx_t *c, uint64_t *seen_epoch, int *away, int *armed)
+{
+    uint64_t now = tcu_now_ns();
+    *armed = 0;
+    if ((*away = caller_away(c, seen_epoch, *away))) {
+        for (int i = 0; i < THREAD_BURST && ucp_worker_progress(c->worker); i++)
+            if (c->events)
+                tcu_sweep(c);
+        if (c->events)
+            tcu_sweep(c);
+        now = tcu_now_ns();
+    }
+    if (now >= c->next_check_ns) /* deadlines hold even if the caller never comes back */
+        tcu_check_deadlines(c, now);
+    if (*away && c->nactive > 0) {
+        ucs_status_t st = ucp_worker_arm(c->worker);
+        if (st == UCS_ERR_BUSY)
+            return 0;
+        *armed = st == UCS_OK;
+        if (*armed)
+            return c->next_check_ns > now ? c->next_check_ns - now : 0;
+    }
+    *seen_epoch = c->wait_epoch;
+    c->deep_sleep = c->nactive == 0 && now - c->last_post_ns > IDLE_AFTER_NS;
+    return c->deep_sleep ? IDLE_NS : TICK_NS;
+}
+
+static void *thread_main(void *arg)
+{
+    tcu_ctx_t *c = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    uint64_t seen_epoch = 0;
+    int away = 0;
+    while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+        uint64_t ns = TICK_NS;
+        int armed = 0;
+        if (pthread_mutex_trylock(&c->lock) == 0) {
+            ns = thread_turn(c, &seen_epoch, &away, &armed);
+            pthread_mutex_unlock(&c->lock);
+        } else {
+            away = 0; /* someone is progressing */
+        }
+        if (ns == 0)
+            continue;
+        if (ns > IDLE_NS)
+            ns = IDLE_NS;
+        struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+        struct pollfd pfd[2] = {{.fd = c->wake_fd, .events = POLLIN}, {.fd = c->efd, .events = POLLIN}};
+        ppoll(pfd, armed ? 2 : 1, &ts, NULL);
+        if (pfd[0].revents & POLLIN) {
+            uint64_t v;
+            if (read(c->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                v = 0;
+        }
+    }
+    return NULL;
+}
+
+void tcu_thread_wake(tcu_ctx_t *c)
+{
+    c->deep_sleep = 0;
+    uint64_t one = 1;
+    if (write(c->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        c->core->log(TCOMMS_LOG_DEBUG, "ucx", "waking the progress thread: %s", strerror(errno));
+}
+
+tcomms_status_t tcu_thread_start(tcu_ctx_t *c)
+{
+    if (!c->use_thread)
+        return TCOMMS_SUCCESS;
+    int rc = pthread_create(&c->thread, NULL, thread_main, c);
+    if (rc != 0)
+        return c->core->error(TCOMMS_ERR_SYSTEM, "ucx: cannot start the progress thread: %s", strerror(rc));
+    pthread_setname_np(c->thread, "tcomms-ucx");
+    c->thread_started = 1;
+    return TCOMMS_SUCCESS;
+}
+
+void tcu_thread_stop(tcu_ctx_t *c)
+{
+    if (!c->thread_started)
+        return;
+    __atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+    tcu_thread_wake(c);
+    pthread_join(c->thread, NULL);
+    c->thread_started = 0;
+}

@@ -1,0 +1,181 @@
+/* Internal declarations of the UCX backend: the process-wide context (one UCP context and worker, the endpoint
+ * cache, the progress thread), communicators, tags, and the functions the backend's files share. Algorithms do not
+ * include this: they see engine.h only. Nothing here is exported from the module. */
+#ifndef TCU_UCX_H
+#define TCU_UCX_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+#include "engine.h"
+
+/* ---- tags (docs/ucx.md): kind 2 | communicator id 20 | source rank 18 | low 24 ----------------------------------
+ * low = collective sequence 16 | slot 8 for collectives and creation, or a per-peer sequence 24 for send/recv. */
+enum { TCU_KIND_COLL = 0, TCU_KIND_P2P = 1, TCU_KIND_BOOT = 2 };
+#define TCU_KIND_SHIFT 62
+#define TCU_CID_SHIFT 42
+#define TCU_CID_MAX ((1u << 20) - 1)
+#define TCU_SRC_SHIFT 24
+#define TCU_MAX_RANKS (1 << 18)
+#define TCU_SEQ_MASK 0xFFFFu
+#define TCU_P2P_SEQ_MASK 0xFFFFFFu
+
+static inline uint64_t tcu_tag(int kind, uint32_t cid, int src, uint32_t low)
+{
+    return ((uint64_t)kind << TCU_KIND_SHIFT) | ((uint64_t)cid << TCU_CID_SHIFT) |
+           ((uint64_t)(uint32_t)src << TCU_SRC_SHIFT) | (low & 0xFFFFFFu);
+}
+
+/* A request in flight for a task (engine.c), with the peer it involves. */
+struct tcu_req {
+    void *req;
+    int peer;
+    int send;
+};
+
+/* ---- the process-wide context ------------------------------------------------------------------------------- */
+
+/* One peer worker, reached by every communicator that has it as a member. */
+typedef struct tcu_ep {
+    struct tcu_ep *next;   /* hash chain */
+    ucp_ep_h ep;
+    int failed;            /* ucs_status_t reported by the error handler (peer error mode), 0 while healthy */
+    uint64_t hash;
+    size_t addr_len;
+    unsigned char addr[];  /* the peer worker's address */
+} tcu_ep_t;
+
+typedef struct tcu_comm tcu_comm_t;
+
+typedef struct tcu_ctx {
+    const tcomms_core_t *core;
+    pthread_mutex_t lock;   /* serialises every use of the worker and all engine state (tasks, comms, eps) */
+    ucp_context_h ucp;
+    ucp_worker_h worker;
+    ucp_address_t *addr;
+    size_t addr_len;
+    int efd;                /* the worker's event fd */
+    int peer_errors;        /* endpoints use UCP_ERR_HANDLING_MODE_PEER (TCOMMS_UCX_ERR_MODE=peer) */
+    uint64_t spin_ns;       /* how long a waiting caller polls before sleeping on efd */
+    int warmup_rounds;      /* TCOMMS_UCX_WARMUP: rounds of the transport warm-up (0: none) */
+    int warm;               /* this context's worker took part in a warm-up */
+    int use_thread;         /* TCOMMS_UCX_PROGRESS_THREAD: start the progress thread (default 1) */
+    int refs;               /* live communicators; guarded by the creation lock in context.c */
+
+    tcu_ep_t **buckets;     /* endpoint cache keyed by worker address */
+    size_t nbuckets, neps;
+
+    tcu_task_t active;      /* sentinel of the running tasks' list */
+    int nactive;
+    int events;             /* a callback marked a task ready or an endpoint failed: sweep */
+    int ep_failed;
+    int waiters;            /* callers progressing inline: the progress thread stays off the worker */
+    uint64_t wait_epoch;    /* bumped by every wait and test: the thread sees whether a caller came by */
+    uint64_t last_post_ns;  /* when the last operation was posted */
+    int deep_sleep;         /* the thread sleeps IDLE_NS: a post wakes it (progress.c) */
+    uint64_t next_check_ns; /* when running tasks' deadlines are next checked */
+
+    pthread_t thread;
+    int thread_started, stop;
+    int wake_fd;            /* eventfd that interrupts the progress thread's poll */
+} tcu_ctx_t;
+
+/* ---- communicators ------------------------------------------------------------------------------------------ */
+
+#define TCU_COLL_TYPES ((int)TCOMMS_COLL_TYPE_COUNT)
+
+struct tcu_comm {
+    tcu_ctx_t *ctx;
+    const tcomms_core_t *core;
+    char name[96];
+    int rank, size;
+    uint32_t cid;
+    uint32_t timeout_ms;
+    tcu_ep_t **eps;                          /* per rank; NULL for this rank */
+    uint32_t coll_seq;                       /* next collective's sequence number */
+    uint32_t *send_seq, *recv_seq;           /* per peer: point-to-point messages so far */
+    const tcu_algo_t *forced[TCU_COLL_TYPES]; /* TCOMMS_UCX_<COLL>_ALGO, NULL for auto */
+    tcomms_status_t broken;                  /* first error that broke the communicator, or SUCCESS */
+    char broken_msg[512];
+    tcu_task_t live;                         /* sentinel: tasks posted and not yet recycled */
+    int nactive;                             /* of those, running */
+    tcu_task_t *free;                        /* recycled tasks, with their buffers */
+    int nfree;
+    size_t kept_scratch;                     /* scratch bytes held by free tasks */
+};
+
+/* ---- context.c ------------------------------------------------------------------------------------------------ */
+
+/* Take a reference on the process-wide context, creating it (UCP context, worker, progress thread) on first use;
+ * drop it, destroying everything with the last reference. Called under the creation lock (tcu_create_lock). */
+tcomms_status_t tcu_ctx_acquire(const tcomms_core_t *core, tcu_ctx_t **out);
+/* Returns 1 when that destroyed the context. */
+int tcu_ctx_release(tcu_ctx_t *ctx);
+/* Serialises communicator creation and destruction in this process (see docs/ucx.md: communicator ids). */
+void tcu_create_lock(void);
+void tcu_create_unlock(void);
+/* The endpoint to the worker at `addr`, created on first use; NULL with the core's error set on failure. Lock
+ * held. */
+tcu_ep_t *tcu_ep_get(tcu_ctx_t *ctx, const void *addr, size_t len);
+const char *tcu_version(void);
+/* Send UCX's own log lines to tcomms' logger (stderr) instead of UCX's default, stdout; once per process, before any
+ * UCP call that may log. */
+void tcu_route_ucx_logs(const tcomms_core_t *core);
+
+/* ---- progress.c ----------------------------------------------------------------------------------------------- */
+
+uint64_t tcu_now_ns(void);
+/* Progress the worker on the calling thread until done(arg) or CLOCK_MONOTONIC `until_ns`; returns done(arg).
+ * Spins for ctx->spin_ns, then sleeps on the worker's event fd. Lock held (dropped while sleeping). */
+int tcu_drive(tcu_ctx_t *ctx, int (*done)(void *), void *arg, uint64_t until_ns);
+/* One pass after progress: advance tasks whose round completed, fail those of broken communicators. Lock held. */
+void tcu_sweep(tcu_ctx_t *ctx);
+/* Fail running tasks past their deadline. Lock held. */
+void tcu_check_deadlines(tcu_ctx_t *ctx, uint64_t now);
+tcomms_status_t tcu_thread_start(tcu_ctx_t *ctx);
+void tcu_thread_stop(tcu_ctx_t *ctx);
+/* Interrupt the progress thread's sleep (its wake fd). */
+void tcu_thread_wake(tcu_ctx_t *ctx);
+
+/* ---- engine.c ------------------------------------------------------------------------------------------------- */
+
+/* Start an operation on `c` with the given tag kind and sequence (collective, point-to-point or creation), run its
+ * first step, and hand back the task (the caller's handle). Lock held. */
+tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const tcu_algo_t *algo, int kind,
+                               uint32_t seq, tcu_task_t **out);
+/* Run steps while the current round is complete. Lock held. */
+void tcu_task_advance(tcu_task_t *t);
+/* Cancel the task's requests and make `status` its final result; the task's communicator breaks with it. */
+void tcu_task_fail(tcu_task_t *t, tcomms_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Drop the caller's handle; the task returns to its communicator's free list once final. Lock held. */
+void tcu_task_release(tcu_task_t *t);
+/* Free a task and its buffers. */
+void tcu_task_destroy(tcu_task_t *t);
+/* The final result, with the task's message set as the calling thread's error. */
+tcomms_status_t tcu_task_report(tcu_task_t *t);
+/* Mark `c` broken by `status` (the first error wins); running tasks are failed by the next sweep. Lock held. */
+void tcu_comm_break(tcu_comm_t *c, tcomms_status_t status, const char *msg);
+const char *tcu_coll_name(tcomms_coll_type_t type);
+
+/* ---- select.c ------------------------------------------------------------------------------------------------- */
+
+/* Read TCOMMS_UCX_<COLL>_ALGO for every operation into c->forced; TCOMMS_ERR_BAD_ENV naming the variable and the
+ * known names when one is unknown. */
+tcomms_status_t tcu_select_init(tcu_comm_t *c);
+/* The algorithm for `a` on `c`: the forced one, else the first matching row of the operation's table. */
+const tcu_algo_t *tcu_select(const tcu_comm_t *c, const tcomms_coll_args_t *a, size_t esize);
+
+/* ---- basic.c: the algorithms with no choice ------------------------------------------------------------------- */
+
+extern const tcu_algo_t tcu_algo_p2p;   /* send or recv: one message */
+extern const tcu_algo_t tcu_algo_alone; /* any collective on a communicator of one: local copies */
+extern const tcu_algo_t tcu_algo_warmup; /* a.count ring rounds of mid-sized messages (a barrier's args) */
+
+/* ---- comm.c / module.c ---------------------------------------------------------------------------------------- */
+
+tcomms_status_t tcu_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm);
+tcomms_status_t tcu_comm_destroy(void *bcomm);
+
+#endif /* TCU_UCX_H */
