@@ -5,8 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "loader.h"
+
+static char real_backend_path[4096]; /* TCOMMS_BACKEND_PATH as the Makefile set it, before the fakes replace it */
 
 static void use_test_modules(void)
 {
@@ -309,8 +313,56 @@ START_TEST(test_user_store)
 }
 END_TEST
 
+/* The library never writes to stdout, and neither may the libraries under a backend: UCX prints its warnings there
+ * unless the module reroutes them. Each built backend is created in a child whose stdout is a pipe, with UCX_TLS
+ * naming a transport that does not exist (UCX warns about it); the pipe must stay empty. */
+START_TEST(test_no_stdout)
+{
+    const char *list = getenv("TCOMMS_TEST_BACKENDS");
+    if (list == NULL || *list == '\0')
+        return;
+    char names[256];
+    snprintf(names, sizeof(names), "%s", list);
+    char *save = NULL;
+    for (char *name = strtok_r(names, " ,", &save); name; name = strtok_r(NULL, " ,", &save)) {
+        int fds[2];
+        ck_assert_int_eq(pipe(fds), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            dup2(fds[1], STDOUT_FILENO);
+            close(fds[0]);
+            setenv("TCOMMS_BACKEND_PATH", real_backend_path, 1);
+            setenv("UCX_TLS", "posix,self,nosuchtransport", 1);
+            tcomms_comm_params_t p = {0};
+            p.field_mask = TCOMMS_COMM_PARAM_RANK | TCOMMS_COMM_PARAM_BACKEND;
+            p.size = 1;
+            p.backend = name;
+            tcomms_comm_t *comm = NULL;
+            tcomms_status_t st = tcomms_comm_create(&p, &comm);
+            tcomms_comm_destroy(comm);
+            fflush(stdout);
+            _exit(st == TCOMMS_SUCCESS ? 0 : 1);
+        }
+        close(fds[1]);
+        char out[512];
+        ssize_t n, total = 0;
+        while ((n = read(fds[0], out + total, sizeof(out) - 1 - (size_t)total)) > 0 && total < (ssize_t)sizeof(out) - 1)
+            total += n;
+        close(fds[0]);
+        out[total] = '\0';
+        int status = 0;
+        waitpid(pid, &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: creating a 1-rank communicator failed", name);
+        ck_assert_msg(total == 0, "%s wrote to stdout: '%s'", name, out);
+    }
+}
+END_TEST
+
 int main(void)
 {
+    const char *path = getenv("TCOMMS_BACKEND_PATH");
+    snprintf(real_backend_path, sizeof(real_backend_path), "%s", path ? path : "");
     Suite *s = suite_create("loader");
     TCase *tc = tcase_create("loader");
     tcase_set_timeout(tc, 30);
@@ -321,6 +373,7 @@ int main(void)
     tcase_add_test(tc, test_selection_errors);
     tcase_add_test(tc, test_env_at_creation);
     tcase_add_test(tc, test_user_store);
+    tcase_add_test(tc, test_no_stdout);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
