@@ -6,11 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ucx.h"
 
 #define KEEP_TASKS 64                 /* free tasks kept per communicator */
 #define KEEP_SCRATCH (64u << 20)      /* scratch bytes kept by free tasks per communicator */
+#define BIG_BYTES (64u << 10)         /* a collective with a message this large or larger is "big" ... */
+#define BIG_RUNNING 2                 /* ... and at most this many big ones run at once per communicator */
 
 static unsigned char empty_message; /* UCX wants a valid address even for zero bytes */
 
@@ -160,6 +163,59 @@ static void recycle(tcu_task_t *t)
     c->nfree++;
 }
 
+/* Big collectives beyond BIG_RUNNING wait in posting order. Running more at once gains nothing on a busy core
+ * (every one of them moves data through the same CPU), and each needs its own scratch: twenty 2 MiB all_reduces
+ * posted together would fault in twenty fresh scratch buffers instead of reusing two. Any rank's oldest unfinished
+ * collective is always running, so all of them end; point-to-point never waits (a rank may post a receive before
+ * the send its peer waits for). */
+static int is_big(const tcu_comm_t *c, const tcomms_coll_args_t *a, size_t esize)
+{
+    size_t bytes = a->count * esize;
+    switch (a->type) {
+    case TCOMMS_COLL_ALL_GATHER:
+    case TCOMMS_COLL_REDUCE_SCATTER:
+    case TCOMMS_COLL_ALL_TO_ALL:
+    case TCOMMS_COLL_GATHER:
+    case TCOMMS_COLL_SCATTER:
+        bytes *= (size_t)c->size;
+        break;
+    default:
+        break;
+    }
+    return bytes >= BIG_BYTES;
+}
+
+static int big_slot_free(const tcu_comm_t *c)
+{
+    int running = 0;
+    for (const tcu_task_t *t = c->live.cnext; t != &c->live; t = t->cnext)
+        running += t->big && !t->queued && t->status == TCOMMS_IN_PROGRESS;
+    return running < BIG_RUNNING;
+}
+
+/* The oldest queued task of `done`'s communicator starts at the next sweep, with `done`'s scratch when that is
+ * larger than its own: scratch already faulted in passes from one big collective to the next. */
+static void start_queued(tcu_task_t *done)
+{
+    tcu_comm_t *c = done->comm;
+    for (tcu_task_t *t = c->live.cnext; t != &c->live; t = t->cnext) {
+        if (t->queued && t->status == TCOMMS_IN_PROGRESS) {
+            if (done->cap_scratch > t->cap_scratch) {
+                unsigned char *p = t->scratch;
+                size_t cap = t->cap_scratch;
+                t->scratch = done->scratch;
+                t->cap_scratch = done->cap_scratch;
+                done->scratch = p;
+                done->cap_scratch = cap;
+            }
+            t->queued = 0;
+            t->ready = 1;
+            c->ctx->events = 1;
+            return;
+        }
+    }
+}
+
 static void finish(tcu_task_t *t)
 {
     t->aprev->anext = t->anext;
@@ -167,6 +223,8 @@ static void finish(tcu_task_t *t)
     t->anext = t->aprev = t;
     t->comm->ctx->nactive--;
     t->comm->nactive--;
+    if (t->big && !t->queued)
+        start_queued(t);
     if (!t->held)
         recycle(t);
 }
@@ -290,6 +348,18 @@ void tcu_task_advance(tcu_task_t *t)
 
 /* ---- starting and releasing tasks ---------------------------------------------------------------------------- */
 
+/* Post time for the deadline, from the coarse clock (a fifth of the cost of tcu_now_ns on the fast path). It lags
+ * the precise one by up to its resolution (4 ms at HZ=250), which the slack covers: a deadline fires at most that
+ * much late, never early. */
+#define COARSE_SLACK_NS (10ull * 1000 * 1000)
+
+static uint64_t coarse_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static tcu_task_t *take_task(tcu_comm_t *c)
 {
     tcu_task_t *t = c->free;
@@ -352,13 +422,15 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     t->p2p = kind == TCU_KIND_P2P;
     t->tag_base = tcu_tag(kind, c->cid, 0, t->p2p ? (seq & TCU_P2P_SEQ_MASK) : (seq & TCU_SEQ_MASK) << 8);
     tcu_ctx_t *x = c->ctx;
-    x->last_post_ns = tcu_now_ns();
-    t->deadline_ns = x->last_post_ns + (uint64_t)a->timeout_ms * 1000000ull;
+    x->last_post_ns = coarse_now_ns();
+    t->deadline_ns = x->last_post_ns + COARSE_SLACK_NS + (uint64_t)a->timeout_ms * 1000000ull;
     t->status = TCOMMS_IN_PROGRESS;
     t->ucs_error = 0;
     t->error_peer = -1;
     t->pending = t->ready = t->nreqs = 0;
     t->held = 1;
+    t->big = kind == TCU_KIND_COLL && is_big(c, a, t->esize);
+    t->queued = t->big && !big_slot_free(c);
     t->msg[0] = '\0';
     t->cnext = &c->live;
     t->cprev = c->live.cprev;
@@ -374,7 +446,8 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
         x->next_check_ns = t->deadline_ns;
     if (x->deep_sleep) /* the first post after a quiet second: let the thread tick again */
         tcu_thread_wake(x);
-    tcu_task_advance(t);
+    if (!t->queued)
+        tcu_task_advance(t);
     *out = t;
     return TCOMMS_SUCCESS;
 }

@@ -52,6 +52,8 @@ struct tcu_task {
     int pending;            /* requests of the current round still in flight */
     int ready;              /* set by completion callbacks: the round is over or a request failed */
     int held;               /* the caller still holds the handle */
+    int big;                /* a collective whose message is at least TCU_BIG_BYTES (engine.c) */
+    int queued;             /* posted, waiting for one of its communicator's big-collective slots */
     struct tcu_req *reqs;   /* UCX requests of the current round */
     int nreqs, cap_reqs;
     size_t *varrays;        /* storage for the copied v-variant arrays */
@@ -114,6 +116,33 @@ static inline size_t tcu_vdispl(const tcu_task_t *t, int send_side, int r)
 static inline int tcu_mod(int x, int n)
 {
     return ((x % n) + n) % n;
+}
+
+/* Recursive doubling and halving over any n: the largest power of two p <= n ranks take part, and the other
+ * rem = n - p are folded in first. Ranks below 2 * rem pair up: the even one of a pair ("extra", v = -1) hands its
+ * input to the odd one and gets the result back at the end; the odd one becomes virtual rank r / 2. Ranks from
+ * 2 * rem on are virtual rank r - rem. Virtual ranks keep the order of real ones. */
+typedef struct tcu_fold {
+    int p, rem, log2p; /* participants, folded pairs, log2(p) */
+    int v;             /* this rank's virtual rank, -1 for an extra rank */
+} tcu_fold_t;
+
+static inline tcu_fold_t tcu_fold(int n, int r)
+{
+    tcu_fold_t f = {1, 0, 0, -1};
+    while (2 * f.p <= n) {
+        f.p *= 2;
+        f.log2p++;
+    }
+    f.rem = n - f.p;
+    f.v = r >= 2 * f.rem ? r - f.rem : r % 2 ? r / 2 : -1;
+    return f;
+}
+
+/* The real rank of virtual rank v. */
+static inline int tcu_fold_real(const tcu_fold_t *f, int v)
+{
+    return v < f->rem ? 2 * v + 1 : v + f->rem;
 }
 
 #endif /* TCU_ENGINE_H */

@@ -15,7 +15,9 @@ backends_ucx_tcomms_ucx_la_SOURCES = \
 	backends/ucx/allreduce.c \
 	backends/ucx/allgather.c \
 	backends/ucx/reduce_scatter.c \
+	backends/ucx/tree.h \
 	backends/ucx/bcast.c \
+	backends/ucx/bcast_scatter.c \
 	backends/ucx/alltoall.c \
 	backends/ucx/gather_scatter.c \
 	backends/ucx/barrier.c

@@ -9,13 +9,22 @@
 
 /* The catalogue: one file per family defines these. */
 extern const tcu_algo_t tcu_allreduce_ring;
+extern const tcu_algo_t tcu_allreduce_recursive_doubling;
+extern const tcu_algo_t tcu_allreduce_rabenseifner;
 extern const tcu_algo_t tcu_allgather_ring;       /* all_gather and all_gather_v */
+extern const tcu_algo_t tcu_allgather_bruck;      /* all_gather and all_gather_v */
+extern const tcu_algo_t tcu_allgather_recursive_doubling; /* all_gather(_v); bruck unless a power of two */
 extern const tcu_algo_t tcu_reduce_scatter_ring;  /* reduce_scatter and reduce_scatter_v */
+extern const tcu_algo_t tcu_reduce_scatter_recursive_halving;
 extern const tcu_algo_t tcu_bcast_binomial;
+extern const tcu_algo_t tcu_bcast_scatter_allgather;
 extern const tcu_algo_t tcu_reduce_binomial;
 extern const tcu_algo_t tcu_alltoall_pairwise;    /* all_to_all and all_to_all_v */
+extern const tcu_algo_t tcu_alltoall_linear;      /* all_to_all and all_to_all_v */
 extern const tcu_algo_t tcu_gather_linear;
+extern const tcu_algo_t tcu_gather_binomial;
 extern const tcu_algo_t tcu_scatter_linear;
+extern const tcu_algo_t tcu_scatter_binomial;
 extern const tcu_algo_t tcu_barrier_dissemination;
 
 /* A row of a rule table: the algorithm runs when min_ranks <= size (0: any) and the message is below max_bytes
@@ -38,25 +47,33 @@ typedef struct tcu_choice {
 #define ANY(algo) {&(algo), 0, 0}
 
 static const tcu_choice_t choices[TCOMMS_COLL_TYPE_COUNT] = {
-    [TCOMMS_COLL_ALL_REDUCE] = {"TCOMMS_UCX_ALLREDUCE_ALGO", ALGOS(&tcu_allreduce_ring),
-                                RULES(ANY(tcu_allreduce_ring))},
-    [TCOMMS_COLL_BROADCAST] = {"TCOMMS_UCX_BROADCAST_ALGO", ALGOS(&tcu_bcast_binomial),
+    [TCOMMS_COLL_ALL_REDUCE] = {"TCOMMS_UCX_ALLREDUCE_ALGO",
+                                ALGOS(&tcu_allreduce_ring, &tcu_allreduce_recursive_doubling,
+                                      &tcu_allreduce_rabenseifner),
+                                RULES({&tcu_allreduce_recursive_doubling, 0, 8192}, ANY(tcu_allreduce_ring))},
+    [TCOMMS_COLL_BROADCAST] = {"TCOMMS_UCX_BROADCAST_ALGO", ALGOS(&tcu_bcast_binomial, &tcu_bcast_scatter_allgather),
                                RULES(ANY(tcu_bcast_binomial))},
     [TCOMMS_COLL_REDUCE] = {"TCOMMS_UCX_REDUCE_ALGO", ALGOS(&tcu_reduce_binomial), RULES(ANY(tcu_reduce_binomial))},
-    [TCOMMS_COLL_ALL_GATHER] = {"TCOMMS_UCX_ALLGATHER_ALGO", ALGOS(&tcu_allgather_ring),
-                                RULES(ANY(tcu_allgather_ring))},
-    [TCOMMS_COLL_ALL_GATHER_V] = {"TCOMMS_UCX_ALLGATHERV_ALGO", ALGOS(&tcu_allgather_ring),
-                                  RULES(ANY(tcu_allgather_ring))},
-    [TCOMMS_COLL_REDUCE_SCATTER] = {"TCOMMS_UCX_REDUCESCATTER_ALGO", ALGOS(&tcu_reduce_scatter_ring),
-                                    RULES(ANY(tcu_reduce_scatter_ring))},
+    [TCOMMS_COLL_ALL_GATHER] = {"TCOMMS_UCX_ALLGATHER_ALGO",
+                                ALGOS(&tcu_allgather_ring, &tcu_allgather_recursive_doubling, &tcu_allgather_bruck),
+                                RULES({&tcu_allgather_recursive_doubling, 5, 1024}, ANY(tcu_allgather_ring))},
+    [TCOMMS_COLL_ALL_GATHER_V] = {"TCOMMS_UCX_ALLGATHERV_ALGO",
+                                  ALGOS(&tcu_allgather_ring, &tcu_allgather_recursive_doubling, &tcu_allgather_bruck),
+                                  RULES({&tcu_allgather_recursive_doubling, 5, 1024}, ANY(tcu_allgather_ring))},
+    [TCOMMS_COLL_REDUCE_SCATTER] = {"TCOMMS_UCX_REDUCESCATTER_ALGO",
+                                    ALGOS(&tcu_reduce_scatter_ring, &tcu_reduce_scatter_recursive_halving),
+                                    RULES({&tcu_reduce_scatter_recursive_halving, 0, 4096},
+                                          ANY(tcu_reduce_scatter_ring))},
     [TCOMMS_COLL_REDUCE_SCATTER_V] = {"TCOMMS_UCX_REDUCESCATTERV_ALGO", ALGOS(&tcu_reduce_scatter_ring),
                                       RULES(ANY(tcu_reduce_scatter_ring))},
-    [TCOMMS_COLL_ALL_TO_ALL] = {"TCOMMS_UCX_ALLTOALL_ALGO", ALGOS(&tcu_alltoall_pairwise),
-                                RULES(ANY(tcu_alltoall_pairwise))},
-    [TCOMMS_COLL_ALL_TO_ALL_V] = {"TCOMMS_UCX_ALLTOALLV_ALGO", ALGOS(&tcu_alltoall_pairwise),
-                                  RULES(ANY(tcu_alltoall_pairwise))},
-    [TCOMMS_COLL_GATHER] = {"TCOMMS_UCX_GATHER_ALGO", ALGOS(&tcu_gather_linear), RULES(ANY(tcu_gather_linear))},
-    [TCOMMS_COLL_SCATTER] = {"TCOMMS_UCX_SCATTER_ALGO", ALGOS(&tcu_scatter_linear), RULES(ANY(tcu_scatter_linear))},
+    [TCOMMS_COLL_ALL_TO_ALL] = {"TCOMMS_UCX_ALLTOALL_ALGO", ALGOS(&tcu_alltoall_pairwise, &tcu_alltoall_linear),
+                                RULES({&tcu_alltoall_linear, 0, 32768}, ANY(tcu_alltoall_pairwise))},
+    [TCOMMS_COLL_ALL_TO_ALL_V] = {"TCOMMS_UCX_ALLTOALLV_ALGO", ALGOS(&tcu_alltoall_pairwise, &tcu_alltoall_linear),
+                                  RULES({&tcu_alltoall_linear, 0, 32768}, ANY(tcu_alltoall_pairwise))},
+    [TCOMMS_COLL_GATHER] = {"TCOMMS_UCX_GATHER_ALGO", ALGOS(&tcu_gather_linear, &tcu_gather_binomial),
+                            RULES({&tcu_gather_binomial, 5, 1024}, ANY(tcu_gather_linear))},
+    [TCOMMS_COLL_SCATTER] = {"TCOMMS_UCX_SCATTER_ALGO", ALGOS(&tcu_scatter_linear, &tcu_scatter_binomial),
+                             RULES(ANY(tcu_scatter_linear))},
     [TCOMMS_COLL_BARRIER] = {"TCOMMS_UCX_BARRIER_ALGO", ALGOS(&tcu_barrier_dissemination),
                              RULES(ANY(tcu_barrier_dissemination))},
 };
