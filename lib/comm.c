@@ -152,7 +152,7 @@ static tcomms_status_t select_backends(tcomms_comm_t *comm, const char *spec)
         return tc_error(TCOMMS_ERR_NO_BACKEND_FOR_DEVICE,
                             "backend selection '%s' names no backend for the bound device '%s'", spec,
                             tcomms_device_type_name(comm->device.type));
-    static const char *const cpu_defaults[] = {"gloo", "ucx", NULL}, *const cuda_defaults[] = {"nccl", NULL};
+    static const char *const cpu_defaults[] = {"ucx", "gloo", NULL}, *const cuda_defaults[] = {"nccl", NULL};
     const char *const *candidates = bound == TCOMMS_DEVICE_CPU ? cpu_defaults : cuda_defaults;
     char reasons[1024] = "";
     for (int i = 0; candidates[i] != NULL; i++) {

@@ -19,7 +19,7 @@ int mrank_run(int nranks, mrank_fn_t fn, void *arg, int timeout_s);
  * such a death is neither a failure nor a reason to stop the others. */
 int mrank_run_ex(int nranks, mrank_fn_t fn, void *arg, int timeout_s, unsigned expect_killed);
 
-/* A free TCP port on 127.0.0.1 (bound to port 0, read back, closed), or -1. */
+/* A TCP port free on 127.0.0.1, chosen below the kernel's ephemeral range, or -1. */
 int mrank_free_port(void);
 
 /* Seconds on CLOCK_MONOTONIC. */

@@ -154,7 +154,7 @@ enum {
 typedef struct tcomms_comm_params {
     uint64_t field_mask;
     /* "gloo", or device-qualified "cpu:gloo,cuda:nccl". Default: TCOMMS_BACKEND, else the first CPU backend that
-     * loads (gloo, then ucx) for a CPU communicator and nccl for a CUDA one. Overrides TCOMMS_BACKEND. */
+     * loads (ucx, then gloo) for a CPU communicator and nccl for a CUDA one. Overrides TCOMMS_BACKEND. */
     const char *backend;
     tcomms_device_t device;      /* bound device; default cpu */
     const char *name;            /* default "world"; see tcomms_comm_create for how roots are matched */

@@ -62,6 +62,6 @@ int main(int argc, char **argv)
     }
     if (n == 0)
         printf("  (no tcomms_<name>.so module in the search path)\n");
-    printf("default selection: cpu -> gloo, then ucx; cuda -> nccl (override with TCOMMS_BACKEND)\n");
+    printf("default selection: cpu -> ucx, then gloo; cuda -> nccl (override with TCOMMS_BACKEND)\n");
     return available > 0 ? 0 : 1;
 }
