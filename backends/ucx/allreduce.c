@@ -1,28 +1,30 @@
-/* all_reduce algorithms. ring: a reduce-scatter then an all-gather around the ring, each n-1 steps moving one of n
- * near-equal blocks (tcu_block) to the right neighbour; bandwidth-optimal, 2(n-1) latencies. recursive_doubling:
- * log2(n) exchanges of the whole vector; fewest latencies, for small messages. rabenseifner: a reduce-scatter by
- * recursive halving then an all-gather by recursive doubling; bandwidth-optimal in 2 log2(n) latencies. The last two
- * fold non-powers of two (tcu_fold). Results build up in recvbuf, incoming data lands in scratch, and sendbuf is
- * read where recvbuf has nothing yet, so the out-of-place form needs no copy. */
+/* all_reduce and reduce algorithms. ring: a reduce-scatter then an all-gather around the ring, each n-1 steps
+ * moving one of n near-equal blocks (tcu_block) to the right neighbour; bandwidth-optimal, 2(n-1) latencies.
+ * recursive_doubling: log2(n) exchanges of the whole vector; fewest latencies, for small messages. rabenseifner: a
+ * reduce-scatter by recursive halving then an all-gather by recursive doubling; bandwidth-optimal in 2 log2(n)
+ * latencies. reduce's rabenseifner: the same reduce-scatter, then a binomial gather of the blocks to the root. The
+ * last three fold non-powers of two (tcu_fold). Results build up in recvbuf; sendbuf is read where recvbuf has
+ * nothing yet, so the out-of-place form needs no copy; incoming data lands in place where it can (landing()). */
 #include "engine.h"
 
 /* Slots: the fold's two messages, then one per exchange round (at most 2 * 18 with 2^18 ranks). */
 enum { SLOT_FOLD = 0, SLOT_UNFOLD = 1, SLOT_ROUNDS = 2 };
 
-/* Where a receive meant for recvbuf[first, ...) lands: out of place and `fresh` (that range holds nothing yet),
- * straight there, to be reduced in place with our own data; otherwise in scratch. Landing in recvbuf saves pulling
- * a scratch buffer through the cache, and the receive's writes bring in the lines the reduction writes (measured
- * out of place on 2 ranks: 4 MiB 518 us against 819 us through scratch). state[1] remembers the choice. */
-static unsigned char *landing(tcu_task_t *t, size_t first, int fresh)
+/* Where a receive meant for acc[first, ...) lands, acc being where the result builds up (recvbuf, or scratch for
+ * a reduce's non-root): when `fresh` (that range holds nothing yet) and acc is not the input (in place), straight
+ * there, to be reduced in place with our own data; otherwise in scratch. Landing in place saves pulling a scratch
+ * buffer through the cache, and the receive's writes bring in the lines the reduction writes (measured out of
+ * place on 2 ranks: 4 MiB 518 us against 819 us through scratch). state[1] remembers the choice. */
+static unsigned char *landing(tcu_task_t *t, unsigned char *acc, size_t first, int fresh)
 {
-    t->state[1] = fresh && !t->a.in_place;
-    return t->state[1] ? tcu_at(t->a.recvbuf, first, t->esize) : t->scratch;
+    t->state[1] = fresh && acc != t->a.sendbuf;
+    return t->state[1] ? tcu_at(acc, first, t->esize) : t->scratch;
 }
 
-/* recvbuf[first, +len) = mine[first, +len) op what landed for it. */
-static void reduce_landed(tcu_task_t *t, const void *mine, size_t first, size_t len)
+/* acc[first, +len) = mine[first, +len) op what landed for it. */
+static void reduce_landed(tcu_task_t *t, unsigned char *acc, const void *mine, size_t first, size_t len)
 {
-    unsigned char *dst = tcu_at(t->a.recvbuf, first, t->esize);
+    unsigned char *dst = tcu_at(acc, first, t->esize);
     t->reduce(dst, tcu_at(mine, first, t->esize), t->state[1] ? dst : t->scratch, len);
 }
 
@@ -38,20 +40,20 @@ static int ring_step(tcu_task_t *t)
     unsigned char *buf = t->a.recvbuf;
     if (t->a.count == 0)
         return TCU_DONE;
-    if (k == 0 && (t->a.in_place)) {
+    if (k == 0 && t->a.in_place) {
         tcu_block(t->a.count, n, 0, &first, &len); /* block 0 is the longest */
         if (tcu_scratch(t, len * es) == NULL)
             return TCOMMS_ERR_NO_MEMORY;
     } else if (k > 0 && k - 1 < n - 1) { /* fold in what reduce-scatter step k-1 brought */
         tcu_block(t->a.count, n, tcu_mod(r - k, n), &first, &len);
-        reduce_landed(t, t->a.sendbuf, first, len);
+        reduce_landed(t, buf, t->a.sendbuf, first, len);
     }
     if (k == steps)
         return TCU_DONE;
     int right = (r + 1) % n, left = tcu_mod(r - 1, n);
     if (k < n - 1) {
         tcu_block(t->a.count, n, tcu_mod(r - k - 1, n), &first, &len);
-        tcu_recv(t, left, (unsigned)k, landing(t, first, 1), len * es);
+        tcu_recv(t, left, (unsigned)k, landing(t, buf, first, 1), len * es);
         tcu_block(t->a.count, n, tcu_mod(r - k, n), &first, &len);
         tcu_send(t, right, (unsigned)k, tcu_at(k == 0 ? t->a.sendbuf : buf, first, es), len * es);
     } else {
@@ -97,11 +99,11 @@ static int rd_step(tcu_task_t *t)
     if (t->round == 0 && (t->a.in_place || t->size > 2) && tcu_scratch(t, bytes) == NULL)
         return TCOMMS_ERR_NO_MEMORY;
     if (t->round > 0 && k <= f.log2p) {
-        reduce_landed(t, partial(t), 0, t->a.count);
+        reduce_landed(t, t->a.recvbuf, partial(t), 0, t->a.count);
         t->state[0] = 1;
     }
     if (k < 0) {
-        tcu_recv(t, t->rank - 1, SLOT_FOLD, landing(t, 0, 1), bytes);
+        tcu_recv(t, t->rank - 1, SLOT_FOLD, landing(t, t->a.recvbuf, 0, 1), bytes);
         return TCU_MORE;
     }
     if (k < f.log2p) {
@@ -109,7 +111,7 @@ static int rd_step(tcu_task_t *t)
         /* send first: the message leaves before the time it takes to post the receive (measured 8 B, 2 ranks:
          * 0.30-0.44 us against 0.33-0.46 us receive first) */
         tcu_send(t, peer, SLOT_ROUNDS + (unsigned)k, partial(t), bytes);
-        tcu_recv(t, peer, SLOT_ROUNDS + (unsigned)k, landing(t, 0, !t->state[0]), bytes);
+        tcu_recv(t, peer, SLOT_ROUNDS + (unsigned)k, landing(t, t->a.recvbuf, 0, !t->state[0]), bytes);
         return TCU_MORE;
     }
     if (folds && k == f.log2p) {
@@ -164,15 +166,15 @@ static int rab_step(tcu_task_t *t)
         tcu_scratch(t, (folds ? count : block_start(count, f.p, f.p / 2)) * es) == NULL)
         return TCOMMS_ERR_NO_MEMORY;
     if (j == 0 && folds) { /* the fold's receive */
-        reduce_landed(t, t->a.sendbuf, 0, count);
+        reduce_landed(t, out, t->a.sendbuf, 0, count);
         t->state[0] = 1;
     } else if (j > 0 && j <= f.log2p) { /* reduce-scatter round j - 1's receive */
         rab_window(&f, count, f.v, j - 1, &a, &b);
-        reduce_landed(t, partial(t), a, b - a);
+        reduce_landed(t, out, partial(t), a, b - a);
         t->state[0] = 1;
     }
     if (j < 0) {
-        tcu_recv(t, t->rank - 1, SLOT_FOLD, landing(t, 0, 1), count * es);
+        tcu_recv(t, t->rank - 1, SLOT_FOLD, landing(t, t->a.recvbuf, 0, 1), count * es);
         return TCU_MORE;
     }
     if (j < 2 * f.log2p) {
@@ -181,7 +183,7 @@ static int rab_step(tcu_task_t *t)
         rab_window(&f, count, f.v, j, &a, &b);
         rab_window(&f, count, partner, j, &pa, &pb);
         if (j < f.log2p) {
-            tcu_recv(t, peer, slot, landing(t, a, !t->state[0]), (b - a) * es);
+            tcu_recv(t, peer, slot, landing(t, out, a, !t->state[0]), (b - a) * es);
             tcu_send(t, peer, slot, tcu_at(partial(t), pa, es), (pb - pa) * es);
         } else {
             tcu_recv(t, peer, slot, tcu_at(out, pa, es), (pb - pa) * es);
@@ -197,3 +199,71 @@ static int rab_step(tcu_task_t *t)
 }
 
 const tcu_algo_t tcu_allreduce_rabenseifner = {"rabenseifner", rab_step};
+
+/* reduce, rabenseifner: rounds [fold], reduce-scatter j = 0..log2p-1 as in all_reduce, gather j = log2p..2 log2p-1,
+ * [unfold]. In gather round k (distance 2^k) the ranks still holding blocks pair up by relative rank
+ * rel = v ^ vroot: the one with bit k set sends its window (the aligned 2^k blocks it owns) and is done, the other
+ * receives the partner's window next to its own. The root's virtual rank is vroot; a root that is an extra rank of
+ * the fold gets the result from its partner (virtual rank root / 2) at the end. The result builds up in recvbuf on
+ * the root and in scratch elsewhere (acc). Halves the root's work against binomial: each rank reduces 1/p of the
+ * vector instead of the root reducing all of it. */
+static int rab_reduce_step(tcu_task_t *t)
+{
+    int r = t->rank, root = t->a.peer;
+    size_t es = t->esize, count = t->a.count, a, b, pa, pb;
+    tcu_fold_t f = tcu_fold(t->size, r), fr = tcu_fold(t->size, root);
+    int vroot = fr.v >= 0 ? fr.v : root / 2;
+    if (count == 0)
+        return TCU_DONE;
+    if (f.v < 0) { /* an extra rank: input to r + 1; an extra root gets the result back */
+        if (t->round > 0)
+            return TCU_DONE;
+        if (r == root)
+            tcu_recv(t, r + 1, SLOT_UNFOLD, t->a.recvbuf, count * es);
+        tcu_send(t, r + 1, SLOT_FOLD, t->a.sendbuf, count * es);
+        return TCU_MORE;
+    }
+    int folds = r < 2 * f.rem, j = t->round - folds, rel = f.v ^ vroot;
+    size_t tmp = (folds ? count : block_start(count, f.p, f.p / 2)) * es;
+    if (t->round == 0 && tcu_scratch(t, tmp + (r == root ? 0 : count * es)) == NULL)
+        return TCOMMS_ERR_NO_MEMORY;
+    unsigned char *acc = r == root ? (unsigned char *)t->a.recvbuf : t->scratch + tmp;
+    const unsigned char *mine = t->state[0] ? acc : (const unsigned char *)t->a.sendbuf;
+    if (j == 0 && folds) { /* the fold's receive */
+        reduce_landed(t, acc, t->a.sendbuf, 0, count);
+        t->state[0] = 1;
+    } else if (j > 0 && j <= f.log2p) { /* reduce-scatter round j - 1's receive */
+        rab_window(&f, count, f.v, j - 1, &a, &b);
+        reduce_landed(t, acc, mine, a, b - a);
+        t->state[0] = 1;
+    }
+    mine = t->state[0] ? acc : (const unsigned char *)t->a.sendbuf;
+    if (j < 0) {
+        tcu_recv(t, r - 1, SLOT_FOLD, landing(t, acc, 0, 1), count * es);
+        return TCU_MORE;
+    }
+    if (j >= f.log2p && (rel & ((1 << (j - f.log2p)) - 1)))
+        return TCU_DONE; /* sent our window in an earlier gather round */
+    if (j < 2 * f.log2p) {
+        int partner = rab_partner(&f, j), peer = tcu_fold_real(&f, partner);
+        unsigned slot = SLOT_ROUNDS + (unsigned)j;
+        rab_window(&f, count, f.v, j, &a, &b);
+        rab_window(&f, count, partner, j, &pa, &pb);
+        if (j < f.log2p) {
+            tcu_recv(t, peer, slot, landing(t, acc, a, !t->state[0]), (b - a) * es);
+            tcu_send(t, peer, slot, mine + pa * es, (pb - pa) * es);
+        } else if (rel & (1 << (j - f.log2p))) {
+            tcu_send(t, peer, slot, acc + a * es, (b - a) * es);
+        } else {
+            tcu_recv(t, peer, slot, acc + pa * es, (pb - pa) * es);
+        }
+        return TCU_MORE;
+    }
+    if (j == 2 * f.log2p && r != root) { /* vroot standing in for an extra root */
+        tcu_send(t, root, SLOT_UNFOLD, acc, count * es);
+        return TCU_MORE;
+    }
+    return TCU_DONE;
+}
+
+const tcu_algo_t tcu_reduce_rabenseifner = {"rabenseifner", rab_reduce_step};

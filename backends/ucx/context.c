@@ -11,7 +11,7 @@
 
 #include "ucx.h"
 
-#define DEFAULT_SPIN_US 10000 /* a waiting caller polls (yielding after 20 us) this long, then sleeps */
+#define DEFAULT_SPIN_US 10000 /* a waiting caller polls (yielding after 1 ms) this long, then sleeps */
 #define DEFAULT_WARMUP 128
 #define TEARDOWN_NS (2000ull * 1000 * 1000) /* flushing and closing endpoints at the end may take this long */
 

@@ -20,7 +20,7 @@
 #define OVERSUBSCRIBED_TICK_NS (10ull * 1000 * 1000) /* the tick while a caller waits on an oversubscribed host */
 #define THREAD_BURST 64                        /* progress calls per wake-up before the thread arms again */
 #define POLLS_PER_CHECK 16                     /* a waiting caller reads the clock once per this many polls */
-#define YIELD_AFTER_NS (20ull * 1000)          /* a waiting caller polls this long before yielding between polls */
+#define YIELD_AFTER_NS (1000ull * 1000)        /* a waiting caller polls this long before yielding between polls */
 
 uint64_t tcu_now_ns(void)
 {
@@ -105,7 +105,10 @@ static void sleep_on_worker(tcu_ctx_t *c, uint64_t now, uint64_t until)
 /* More ranks on this host than CPUs this process may run on (TCOMMS_LOCAL_SIZE, set by tcomms-run and other
  * launchers): the rank a waiting caller waits for may be queued behind it on its own core, so yield at once, as
  * Open MPI does when oversubscribed (measured, 4 ranks on 2 CPUs, 8-byte all_reduce: 17 us yielding at once, 62 us
- * yielding after 20 us, 3.5 ms never yielding). */
+ * yielding after 20 us, 3.5 ms never yielding). Otherwise yield only after YIELD_AFTER_NS, a safety net for an
+ * oversubscription nobody told us about: with 2 ranks on 2 CPUs and a compiler running beside them, yielding after
+ * 20 us handed the CPU to the compiler on every wait (8-byte all_reduce 22-26 us per call in most runs, against
+ * 0.25-0.4 us in most runs spinning on). */
 static uint64_t yield_after;
 
 static void decide_yield(void)
@@ -125,12 +128,12 @@ static uint64_t yield_after_ns(void)
 }
 
 /* The caller's wait, in three phases. It polls flat out for YIELD_AFTER_NS (not at all when oversubscribed): a
- * peer that is running answers a small message within a few microseconds. Then it keeps polling but yields the CPU
- * at every clock check, so that a rank sharing this core or another process gets to run while this rank stays
- * runnable and sees its message without a wake-up. Only after ctx->spin_ns (TCOMMS_UCX_SPIN_US) does it sleep on
- * the worker's event fd. Sleeping early is what must be avoided: on a busy machine a wake-up takes 100-300 us,
- * and two ranks that sleep in turn pay it on every message for as long as they exchange (measured: 8-byte
- * all_reduce at 220 us per call with a 100 us spin while another job ran, 0.5 us with this wait). */
+ * running peer answers within microseconds, and a peer that is not running gets its turn from the scheduler anyway.
+ * Then it keeps polling but yields the CPU at every clock check, so that a rank sharing this core gets to run while
+ * this rank stays runnable and sees its message without a wake-up. Only after ctx->spin_ns (TCOMMS_UCX_SPIN_US)
+ * does it sleep on the worker's event fd. Sleeping early is what must be avoided: on a busy machine a wake-up takes
+ * 100-300 us, and two ranks that sleep in turn pay it on every message for as long as they exchange (measured:
+ * 8-byte all_reduce at 220 us per call with a 100 us spin while another job ran, 0.5 us with this wait). */
 int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
 {
     if (done(arg))

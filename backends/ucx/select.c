@@ -11,6 +11,7 @@
 extern const tcu_algo_t tcu_allreduce_ring;
 extern const tcu_algo_t tcu_allreduce_recursive_doubling;
 extern const tcu_algo_t tcu_allreduce_rabenseifner;
+extern const tcu_algo_t tcu_reduce_rabenseifner;
 extern const tcu_algo_t tcu_allgather_ring;       /* all_gather and all_gather_v */
 extern const tcu_algo_t tcu_allgather_bruck;      /* all_gather and all_gather_v */
 extern const tcu_algo_t tcu_allgather_recursive_doubling; /* all_gather(_v); bruck unless a power of two */
@@ -53,7 +54,8 @@ static const tcu_choice_t choices[TCOMMS_COLL_TYPE_COUNT] = {
                                 RULES({&tcu_allreduce_recursive_doubling, 0, 8192}, ANY(tcu_allreduce_ring))},
     [TCOMMS_COLL_BROADCAST] = {"TCOMMS_UCX_BROADCAST_ALGO", ALGOS(&tcu_bcast_binomial, &tcu_bcast_scatter_allgather),
                                RULES(ANY(tcu_bcast_binomial))},
-    [TCOMMS_COLL_REDUCE] = {"TCOMMS_UCX_REDUCE_ALGO", ALGOS(&tcu_reduce_binomial), RULES(ANY(tcu_reduce_binomial))},
+    [TCOMMS_COLL_REDUCE] = {"TCOMMS_UCX_REDUCE_ALGO", ALGOS(&tcu_reduce_binomial, &tcu_reduce_rabenseifner),
+                            RULES({&tcu_reduce_binomial, 0, 1u << 20}, ANY(tcu_reduce_rabenseifner))},
     [TCOMMS_COLL_ALL_GATHER] = {"TCOMMS_UCX_ALLGATHER_ALGO",
                                 ALGOS(&tcu_allgather_ring, &tcu_allgather_recursive_doubling, &tcu_allgather_bruck),
                                 RULES({&tcu_allgather_recursive_doubling, 5, 1024}, ANY(tcu_allgather_ring))},
@@ -62,7 +64,7 @@ static const tcu_choice_t choices[TCOMMS_COLL_TYPE_COUNT] = {
                                   RULES({&tcu_allgather_recursive_doubling, 5, 1024}, ANY(tcu_allgather_ring))},
     [TCOMMS_COLL_REDUCE_SCATTER] = {"TCOMMS_UCX_REDUCESCATTER_ALGO",
                                     ALGOS(&tcu_reduce_scatter_ring, &tcu_reduce_scatter_recursive_halving),
-                                    RULES({&tcu_reduce_scatter_recursive_halving, 0, 4096},
+                                    RULES({&tcu_reduce_scatter_recursive_halving, 3, 4096},
                                           ANY(tcu_reduce_scatter_ring))},
     [TCOMMS_COLL_REDUCE_SCATTER_V] = {"TCOMMS_UCX_REDUCESCATTERV_ALGO", ALGOS(&tcu_reduce_scatter_ring),
                                       RULES(ANY(tcu_reduce_scatter_ring))},
