@@ -30,21 +30,54 @@ static const int dying_ranks[] = {1, 0};
 
 /* ---- (a) under mrank ------------------------------------------------------------------------------------------ */
 
-static int death_rank(int rank, int size, void *arg)
+#define MAX_BACKENDS 8
+
+/* One case: which rank misbehaves, on which backend (an entry of TCOMMS_TEST_BACKENDS; "" = the default). */
+typedef struct death_case {
+    int rank;
+    char backend[32];
+} death_case_t;
+
+/* Backend number `i` of TCOMMS_TEST_BACKENDS, or "" when the list is empty (the library's default). */
+static void backend_at(int i, char out[32])
 {
-    int dying = *(const int *)arg;
-    char backends[1][32];
+    char names[MAX_BACKENDS][32];
+    int n = mrank_backends(names, MAX_BACKENDS);
+    snprintf(out, 32, "%s", i < n ? names[i] : "");
+}
+
+static int backends_count(void)
+{
+    char names[MAX_BACKENDS][32];
+    int n = mrank_backends(names, MAX_BACKENDS);
+    return n > 0 ? n : 1;
+}
+
+/* A communicator from the environment with `timeout_ms` on `backend`; returns failures (0 = *comm is ready). */
+static int create_comm(int rank, uint32_t timeout_ms, const char *backend, tcomms_comm_t **comm)
+{
     tcomms_comm_params_t p = {0};
     p.field_mask = TCOMMS_COMM_PARAM_TIMEOUT;
-    p.timeout_ms = OP_TIMEOUT_MS;
-    if (mrank_backends(backends, 1) == 1) {
+    p.timeout_ms = timeout_ms;
+    if (backend[0] != '\0') {
         p.field_mask |= TCOMMS_COMM_PARAM_BACKEND;
-        p.backend = backends[0];
+        p.backend = backend;
     }
-    tcomms_comm_t *comm = NULL;
-    tcomms_status_t st = tcomms_comm_create(&p, &comm);
+    tcomms_status_t st = tcomms_comm_create(&p, comm);
     if (st != TCOMMS_SUCCESS)
-        return mrank_failf("FAIL rank %d: tcomms_comm_create: %d (%s)", rank, st, tcomms_last_error());
+        return mrank_failf("FAIL rank %d: tcomms_comm_create on '%s': %d (%s)", rank, backend, st,
+                           tcomms_last_error());
+    return 0;
+}
+
+static int death_rank(int rank, int size, void *arg)
+{
+    const death_case_t *dc = arg;
+    int dying = dc->rank;
+    tcomms_comm_t *comm = NULL;
+    if (create_comm(rank, OP_TIMEOUT_MS, dc->backend, &comm) != 0)
+        return 1;
+    tcomms_status_t st;
     int32_t one = 1, sum = 0;
     st = tcomms_all_reduce(comm, &one, &sum, 1, TCOMMS_INT32, TCOMMS_SUM, NULL, NULL);
     if (st != TCOMMS_SUCCESS || sum != size)
@@ -69,11 +102,14 @@ static int death_rank(int rank, int size, void *arg)
     return fails;
 }
 
+/* _i runs over (backend, dying rank) pairs. */
 START_TEST(survivors_fail_in_bounded_time)
 {
-    int dying = dying_ranks[_i];
-    int failing = mrank_run_ex(NRANKS, death_rank, &dying, 60, 1u << dying);
-    ck_assert_msg(failing == 0, "rank %d died: %d rank(s) did not behave (see stderr)", dying, failing);
+    death_case_t dc = {dying_ranks[_i % 2], ""};
+    backend_at(_i / 2, dc.backend);
+    int failing = mrank_run_ex(NRANKS, death_rank, &dc, 60, 1u << dc.rank);
+    ck_assert_msg(failing == 0, "%s: rank %d died: %d rank(s) did not behave (see stderr)", dc.backend, dc.rank,
+                  failing);
 }
 END_TEST
 
@@ -181,19 +217,11 @@ END_TEST
 static int stall_rank(int rank, int size, void *arg)
 {
     (void)size;
-    (void)arg;
-    char backends[1][32];
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_TIMEOUT;
-    p.timeout_ms = STALL_TIMEOUT_MS;
-    if (mrank_backends(backends, 1) == 1) {
-        p.field_mask |= TCOMMS_COMM_PARAM_BACKEND;
-        p.backend = backends[0];
-    }
+    const death_case_t *dc = arg;
     tcomms_comm_t *comm = NULL;
-    tcomms_status_t st = tcomms_comm_create(&p, &comm);
-    if (st != TCOMMS_SUCCESS)
-        return mrank_failf("FAIL rank %d: tcomms_comm_create: %d (%s)", rank, st, tcomms_last_error());
+    if (create_comm(rank, STALL_TIMEOUT_MS, dc->backend, &comm) != 0)
+        return 1;
+    tcomms_status_t st;
     int fails = 0;
     float x = 1, y = 0;
     if (rank == 1) {
@@ -233,10 +261,13 @@ static int stall_rank(int rank, int size, void *arg)
     return fails;
 }
 
+/* _i runs over the backends. */
 START_TEST(stalled_peer_times_out)
 {
-    int failing = mrank_run(2, stall_rank, NULL, 30);
-    ck_assert_msg(failing == 0, "%d rank(s) failed (see stderr)", failing);
+    death_case_t dc = {1, ""};
+    backend_at(_i, dc.backend);
+    int failing = mrank_run(2, stall_rank, &dc, 30);
+    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", dc.backend, failing);
 }
 END_TEST
 
@@ -245,8 +276,8 @@ int main(void)
     Suite *s = suite_create("peer_death");
     TCase *tm = tcase_create("mrank");
     tcase_set_timeout(tm, 90);
-    tcase_add_loop_test(tm, survivors_fail_in_bounded_time, 0, 2);
-    tcase_add_test(tm, stalled_peer_times_out);
+    tcase_add_loop_test(tm, survivors_fail_in_bounded_time, 0, 2 * backends_count());
+    tcase_add_loop_test(tm, stalled_peer_times_out, 0, backends_count());
     suite_add_tcase(s, tm);
     TCase *tr = tcase_create("tcomms_run");
     tcase_set_timeout(tr, LAUNCHER_BOUND_S + 30);
