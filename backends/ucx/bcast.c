@@ -4,37 +4,27 @@
 #include <string.h>
 
 #include "engine.h"
+#include "tree.h"
 
-/* The tree over virtual ranks: the parent of v is v minus its lowest set bit; its children are v + m for each
- * power of two m below that bit (below the first power of two >= n for the root) with v + m < n. */
-static int tree_top(int v, int n)
-{
-    if (v)
-        return v & -v;
-    int top = 1;
-    while (top < n)
-        top <<= 1;
-    return top;
-}
-
+/* The shared binomial tree (tree.h) over virtual ranks, the root being virtual rank 0. */
 static int real_rank(const tcu_task_t *t, int v)
 {
-    return (v + t->a.peer) % t->size;
+    return tcu_tree_real(v, t->a.peer, t->size);
 }
 
 static int bcast_step(tcu_task_t *t)
 {
-    int n = t->size, v = tcu_mod(t->rank - t->a.peer, n);
+    int n = t->size, v = tcu_tree_virt(t->rank, t->a.peer, n);
     int phase = v == 0 ? t->round + 1 : t->round; /* 0: receive, 1: send, 2: done */
     size_t bytes = t->a.count * t->esize;
     if (bytes == 0 || phase == 2)
         return TCU_DONE;
     if (phase == 0) {
-        tcu_recv(t, real_rank(t, v - (v & -v)), 0, t->a.recvbuf, bytes);
+        tcu_recv(t, real_rank(t, tcu_tree_parent(v)), 0, t->a.recvbuf, bytes);
         return TCU_MORE;
     }
     int sent = 0;
-    for (int m = tree_top(v, n) >> 1; m > 0; m >>= 1) {
+    for (int m = tcu_tree_top(v, n) >> 1; m > 0; m >>= 1) {
         if (v + m < n) {
             tcu_send(t, real_rank(t, v + m), 0, t->a.recvbuf, bytes);
             sent = 1;
@@ -48,13 +38,13 @@ const tcu_algo_t tcu_bcast_binomial = {"binomial", bcast_step};
 /* Scratch: the partial result (non-root ranks with children), then one receive block per child. */
 static int reduce_step(tcu_task_t *t)
 {
-    int n = t->size, v = tcu_mod(t->rank - t->a.peer, n), root = v == 0;
+    int n = t->size, v = tcu_tree_virt(t->rank, t->a.peer, n), root = v == 0;
     size_t bytes = t->a.count * t->esize;
-    int parent = root ? -1 : real_rank(t, v - (v & -v));
+    int parent = root ? -1 : real_rank(t, tcu_tree_parent(v));
     if (bytes == 0)
         return TCU_DONE;
     int kids = 0;
-    for (int m = tree_top(v, n) >> 1; m > 0; m >>= 1)
+    for (int m = tcu_tree_top(v, n) >> 1; m > 0; m >>= 1)
         kids += v + m < n;
     if (kids == 0) { /* a leaf: our input is our partial result */
         if (t->round > 0)
@@ -68,7 +58,7 @@ static int reduce_step(tcu_task_t *t)
         if (s == NULL)
             return TCOMMS_ERR_NO_MEMORY;
         int i = 0;
-        for (int m = tree_top(v, n) >> 1; m > 0; m >>= 1)
+        for (int m = tcu_tree_top(v, n) >> 1; m > 0; m >>= 1)
             if (v + m < n)
                 tcu_recv(t, real_rank(t, v + m), 0, s + own + (size_t)i++ * bytes, bytes);
         return TCU_MORE;
