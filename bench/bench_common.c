@@ -41,7 +41,8 @@ static void usage(FILE *f, const char *prog, const char *about)
     fprintf(f,
             "usage: %s COLL [options]   (or --coll COLL)\n%s\n"
             "COLL: all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv\n"
-            "      all_gather_v reduce_scatter_v alltoall_v, or all. Options as tcomms-perf and nccl-tests:\n"
+            "      all_gather_v reduce_scatter_v alltoall_v, or all, or a comma-separated list (run in that order).\n"
+            "Options as tcomms-perf and nccl-tests:\n"
             "  -b, --minbytes N      smallest size (default 32M; K/M/G suffixes are powers of 1024)\n"
             "  -e, --maxbytes N      largest size (default 32M)\n"
             "  -f, --stepfactor F    multiply the size by F (default 1: add -i instead)\n"
@@ -57,6 +58,8 @@ static void usage(FILE *f, const char *prog, const char *about)
             "  -J, --json FILE       also write the results as JSON (tcomms-perf's format)\n"
             "  -L, --label TEXT      the name of this run in charts\n"
             "  -g, --ngpus N         ranks to start, one process per GPU (nccl_bench only)\n"
+            "  -R, --local_register M  buffers (nccl_bench only): 0 cudaMalloc (default), 1 ncclMemAlloc +\n"
+            "                        ncclCommRegister, 2 ncclMemAlloc + ncclCommWindowRegister (symmetric)\n"
             "  -h, --help            this help\n",
             prog, about);
 }
@@ -106,13 +109,40 @@ static int parse_dtype(const char *s, enum bench_dtype_id *t)
     return -1;
 }
 
+/* Is `name` one of the comma-separated words of `list`? */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list;; p++) {
+        size_t w = strcspn(p, ",");
+        if (w == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += w;
+        if (*p == '\0')
+            return 0;
+    }
+}
+
+/* COLL: a name, `all`, or a comma-separated list of them, run in table order; every word must name something. */
 static int set_coll(const char *s, bench_opts_t *o)
 {
     o->ncolls = 0;
     for (int k = 0; k < B_NCOLLS; k++)
-        if (strcmp(s, "all") == 0 || strcmp(s, bench_colls[k].name) == 0)
+        if (listed(s, "all") || listed(s, bench_colls[k].name))
             o->colls[o->ncolls++] = k;
-    return o->ncolls > 0 ? 0 : -1;
+    char word[64];
+    for (const char *p = s;; p++) {
+        size_t w = strcspn(p, ",");
+        snprintf(word, sizeof word, "%.*s", (int)(w < sizeof word ? w : 0), p);
+        int k = 0;
+        while (k < B_NCOLLS && strcmp(word, bench_colls[k].name) != 0)
+            k++;
+        if (k == B_NCOLLS && strcmp(word, "all") != 0)
+            return -1;
+        p += w;
+        if (*p == '\0')
+            return 0;
+    }
 }
 
 #define BAD(...) do { if (!quiet) { fprintf(stderr, "%s: ", prog); fprintf(stderr, __VA_ARGS__); \
@@ -125,13 +155,14 @@ int bench_parse(int argc, char **argv, const char *prog, const char *about, int 
         {"iters", 1, 0, 'n'}, {"warmup_iters", 1, 0, 'w'}, {"check", 1, 0, 'c'}, {"datatype", 1, 0, 'd'},
         {"op", 1, 0, 'o'}, {"root", 1, 0, 'r'}, {"average", 1, 0, 'a'}, {"blocking", 1, 0, 'z'},
         {"json", 1, 0, 'J'}, {"ngpus", 1, 0, 'g'}, {"label", 1, 0, 'L'}, {"coll", 1, 0, 'C'}, {"help", 0, 0, 'h'},
+        {"local_register", 1, 0, 'R'},
         {0, 0, 0, 0}};
     *o = (bench_opts_t){.minbytes = 32u << 20, .maxbytes = 32u << 20, .stepbytes = 1u << 20, .stepfactor = 1,
                         .iters = 20, .warmup = 1, .check = 1, .average = 1, .dtype = B_FLOAT, .op = B_SUM};
     const char *coll = NULL;
     int opt, f;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:J:L:g:h", longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:J:L:g:R:h", longs, NULL)) != -1) {
         const char *v = optarg;
         switch (opt) {
         case 'b': if (parse_size(v, &o->minbytes)) BAD("-b needs a size like 8, 64K or 1G, not '%s'", v); break;
@@ -156,6 +187,7 @@ int bench_parse(int argc, char **argv, const char *prog, const char *about, int 
             break;
         }
         case 'g': if (parse_int(v, 1, 4096, &o->ngpus)) BAD("-g needs 1 to 4096 ranks, not '%s'", v); break;
+        case 'R': if (parse_int(v, 0, 2, &o->local_register)) BAD("-R needs 0, 1 or 2, not '%s'", v); break;
         case 'J': o->json = v; break;
         case 'L': o->label = v; break;
         case 'C': coll = v; break;

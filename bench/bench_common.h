@@ -56,13 +56,15 @@ typedef struct bench_opts {
     size_t minbytes, maxbytes, stepbytes, stepfactor;
     int iters, warmup, check, root, average, blocking;
     int ngpus; /* -g: ranks to fork, for programs that start their own (0: not given) */
+    int local_register; /* -R (nccl_bench): 0 cudaMalloc, 1 ncclMemAlloc + ncclCommRegister, 2 + a window */
     enum bench_dtype_id dtype;
     enum bench_op_id op;
     const char *json, *label;
 } bench_opts_t;
 
-/* Parse the command line shared by the reference programs (a subset of tcomms-perf's). Returns -1 to go on, else
- * the exit status to end with: 0 after --help, 2 after a usage error (reported on stderr unless quiet). */
+/* Parse the command line shared by the reference programs (a subset of tcomms-perf's; COLL may be a comma-separated
+ * list, run in table order). Returns -1 to go on, else the exit status to end with: 0 after --help, 2 after a
+ * usage error (reported on stderr unless quiet). */
 int bench_parse(int argc, char **argv, const char *prog, const char *about, int quiet, bench_opts_t *o);
 /* The size after `bytes` in the sweep, or 0 past -e. */
 size_t bench_next_size(const bench_opts_t *o, size_t bytes);

@@ -7,6 +7,11 @@ cmp_die() { echo "$cmp_prog: $*" >&2; exit 1; }
 cmp_bad() { echo "$cmp_prog: $*" >&2; echo "Try '$cmp_prog --help' for more information." >&2; exit 2; }
 cmp_need() { [ $# -ge 2 ] || cmp_bad "option $1 needs a value"; }
 cmp_number() { case $2 in '' | *[!0-9]*) cmp_bad "$1 needs a number, not '$2'" ;; esac; }
+# A size with an optional K, M or G suffix (powers of 1024, either case) in bytes; nothing when it is not one.
+cmp_bytes() {
+    echo "$1" | awk '/^[0-9]+[kKmMgG]?$/ { n = $0 + 0; u = tolower(substr($0, length($0)))
+        printf "%.0f\n", n * (u == "k" ? 1024 : u == "m" ? 1048576 : u == "g" ? 1073741824 : 1) }'
+}
 
 # The tool from its environment variable's value, else the build tree ($build), else PATH, else SOURCEPATH.
 cmp_find_tool() { # ENVVALUE BUILDPATH NAME [SOURCEPATH]
@@ -39,15 +44,24 @@ cmp_workdir() {
 
 # $runs rounds; each runs every collective of $colls on every side of $sides, in reverse order on even rounds, by
 # calling the caller's `cmp_run SIDE COLL` with stdout and stderr going to $work/SIDE.COLL.ROUND.{txt,err}.
+# A caller whose programs take several collectives in one run sets $cmp_batches (e.g. "all_reduce,alltoall"): each
+# word is then one run. With $cmp_budget (seconds), no round starts that would likely end past the budget, counted
+# from the first round; $runs becomes the number of rounds run.
 cmp_rounds() {
-    k=1
+    k=1 t0=$(date +%s) last=0
     while [ "$k" -le "$runs" ]; do
+        now=$(date +%s)
+        if [ -n "${cmp_budget:-}" ] && [ "$k" -gt 1 ] && [ $((now - t0 + last)) -gt "$cmp_budget" ]; then
+            echo "$cmp_prog: $((k - 1)) round(s) in $((now - t0)) s: the next would pass --budget $cmp_budget s" >&2
+            runs=$((k - 1))
+            break
+        fi
         order=$sides
         if [ $((k % 2)) -eq 0 ]; then
             order=
             for s in $sides; do order="$s${order:+ $order}"; done
         fi
-        for coll in $colls; do
+        for coll in ${cmp_batches:-$colls}; do
             for side in $order; do
                 echo "$cmp_prog: round $k/$runs: $coll on $side" >&2
                 log="$work/$side.$coll.$k"
@@ -58,17 +72,18 @@ cmp_rounds() {
                 cmp_die "the $side run of $coll failed (round $k)"
             done
         done
+        last=$(($(date +%s) - now))
         k=$((k + 1))
     done
 }
 
-# $work/medians: "side coll size median_time_us" from the runs' table rows (13 fields, not '#'; out of place).
-# cmp_wrong=1 when any run counted a wrong element.
+# $work/medians: "side coll size median_time_us" from the runs' table rows (13 fields, not '#'; out of place),
+# each row of the collective whose block it is in. cmp_wrong=1 when any run counted a wrong element.
 cmp_medians() {
     for f in "$work"/*.txt; do
         base=$(basename "$f" .txt)
-        side=${base%%.*} rest=${base#*.}
-        awk -v s="$side" -v c="${rest%%.*}" '!/^#/ && NF == 13 { print s, c, $1, $6, $9, $13 }' "$f"
+        awk -v s="${base%%.*}" '/^# Collective test starting: / { c = $5; sub(/_perf$/, "", c) }
+            !/^#/ && NF == 13 && c != "" { print s, c, $1, $6, $9, $13 }' "$f"
     done | sort -k1,1 -k2,2 -k3,3n -k4,4g >"$work/rows"
     [ -s "$work/rows" ] || cmp_die "no result rows in the runs' output (see --keep DIR)"
     cmp_wrong=0
@@ -104,12 +119,12 @@ cmp_table() { # SIDE SIDENAME REF REFNAME NRANKS
     done
 }
 
-# A chart of the medians: one tcomms-perf-shaped JSON file per side, drawn together by tcomms-plot ($plot).
-# LABELS is "side=label;side=label;..." (labels may hold spaces). Returns non-zero when no chart was written.
-cmp_chart() { # CHART TITLE NRANKS DTYPE DEVICE LABELS
+# The medians as one tcomms-perf-shaped JSON file per side, $work/median-SIDE.json, which tcomms-plot reads.
+# LABELS is "side=label;side=label;..." (labels may hold spaces).
+cmp_json() { # NRANKS DTYPE DEVICE LABELS
     for side in $sides; do
-        label=$(echo "$6" | tr ';' '\n' | awk -F= -v s="$side" '$1 == s { print $2 }')
-        awk -v s="$side" -v label="${label:-$side}" -v N="$3" -v d="$4" -v dev="$5" "$cmp_awk_lib"'
+        label=$(echo "$4" | tr ';' '\n' | awk -F= -v s="$side" '$1 == s { print $2 }')
+        awk -v s="$side" -v label="${label:-$side}" -v N="$1" -v d="$2" -v dev="$3" "$cmp_awk_lib"'
             BEGIN { printf "{\"tool\": \"compare\", \"backend\": \"%s\", \"label\": \"%s\", ", s, label
                     printf "\"nranks\": %d, ", N
                     printf "\"dtype\": \"%s\", \"device\": \"%s\", \"results\": [", d, dev }
@@ -117,6 +132,12 @@ cmp_chart() { # CHART TITLE NRANKS DTYPE DEVICE LABELS
                       sep, $2, $3, $4, bw($2, $3, $4); sep = "," }
             END { print "\n]}" }' "$work/medians" >"$work/median-$side.json"
     done
+}
+
+# A chart of the medians (cmp_json's files drawn together by tcomms-plot, $plot). Returns non-zero when no chart
+# was written.
+cmp_chart() { # CHART TITLE NRANKS DTYPE DEVICE LABELS
+    cmp_json "$3" "$4" "$5" "$6"
     if [ -z "$plot" ]; then
         echo "$cmp_prog: tcomms-plot not found (set TCOMMS_PLOT): no chart" >&2
         return 1

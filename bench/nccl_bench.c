@@ -1,7 +1,8 @@
 /* nccl_bench: the raw-NCCL reference of bench/compare-nccl. It runs tcomms-perf's collectives through NCCL's own
  * calls (grouped ncclSend/ncclRecv, ncclBroadcast or ncclReduce where NCCL has no such collective) on cudaMalloc'd
- * buffers, one process per GPU forked from this one (-g N) over a unique id made before the fork, and prints
- * tcomms-perf's table and JSON with backend "nccl-raw". compare-nccl builds it with gcc against CUDA and NCCL. */
+ * buffers (NCCL's default path; -R 1|2: ncclMemAlloc'd and registered, as nccl-tests' -R), one process per GPU
+ * forked from this one (-g N) over a unique id made before the fork, and prints tcomms-perf's table and JSON with
+ * backend "nccl-raw". compare-nccl builds it with gcc against CUDA and NCCL. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <signal.h>
@@ -37,6 +38,7 @@ typedef struct nb {
     ncclRedOp_t op;
     size_t es;
     char *sbuf, *rbuf;   /* device */
+    void *reg[2];        /* -R: their registrations (ncclCommRegister handles or windows) */
     unsigned char *host; /* staging for the fill and the check */
     void *scratch;       /* device: one double or int64 the ranks agree on */
 } nb_t;
@@ -180,6 +182,56 @@ static void measure(void *arg, int ip, bench_fig_t *fig)
     fig->wrong = (long)wrong;
 }
 
+/* A device buffer of `bytes` as -R says: cudaMalloc (0), or ncclMemAlloc registered as a buffer (1) or a
+ * symmetric window (2), which is collective: every rank registers the same sizes in the same order. */
+static void *buffer(nb_t *b, size_t bytes, int mode, void **reg)
+{
+    void *p = NULL;
+    *reg = NULL;
+    if (mode == 0) {
+        CK(cudaMalloc(&p, bytes));
+        return p;
+    }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
+    NK(ncclMemAlloc(&p, bytes));
+    if (mode == 1) {
+        NK(ncclCommRegister(b->comm, p, bytes, reg));
+        return p;
+    }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    ncclWindow_t win;
+    NK(ncclCommWindowRegister(b->comm, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    *reg = (void *)win;
+    return p;
+#else
+    die("-R 2", "symmetric windows need NCCL 2.27 or later");
+#endif
+#else
+    (void)b;
+    die("-R 1|2", "ncclMemAlloc and ncclCommRegister need NCCL 2.19 or later");
+#endif
+    return NULL;
+}
+
+static void release(nb_t *b, void *p, int mode, void *reg)
+{
+    if (mode == 0) {
+        CK(cudaFree(p));
+        return;
+    }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    if (mode == 2)
+        NK(ncclCommWindowDeregister(b->comm, (ncclWindow_t)reg));
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
+    if (mode == 1)
+        NK(ncclCommDeregister(b->comm, reg));
+    NK(ncclMemFree(p));
+#else
+    (void)b, (void)p, (void)reg;
+#endif
+}
+
 static int rank_main(const bench_opts_t *o, int rank, int n, ncclUniqueId id)
 {
     static nb_t b;
@@ -191,8 +243,8 @@ static int rank_main(const bench_opts_t *o, int rank, int n, ncclUniqueId id)
     b.op = nccl_ops[o->op];
     b.es = bench_dtypes[o->dtype].size;
     size_t cap = (o->maxbytes / b.es + 1) * b.es;
-    CK(cudaMalloc((void **)&b.sbuf, cap));
-    CK(cudaMalloc((void **)&b.rbuf, cap));
+    b.sbuf = buffer(&b, cap, o->local_register, &b.reg[0]);
+    b.rbuf = buffer(&b, cap, o->local_register, &b.reg[1]);
     CK(cudaMalloc(&b.scratch, 8));
     CK(cudaMemsetAsync(b.sbuf, 0, cap, b.st));
     CK(cudaMemsetAsync(b.rbuf, 0, cap, b.st));
@@ -204,8 +256,9 @@ static int rank_main(const bench_opts_t *o, int rank, int n, ncclUniqueId id)
     int nv = 0, cv = 0;
     NK(ncclGetVersion(&nv));
     CK(cudaRuntimeGetVersion(&cv));
-    snprintf(lib, sizeof lib, "NCCL %d.%d.%d, CUDA runtime %d.%d", nv / 10000, nv / 100 % 100, nv % 100, cv / 1000,
-             cv % 1000 / 10);
+    static const char *const modes[] = {"cudaMalloc buffers", "registered buffers", "symmetric windows"};
+    snprintf(lib, sizeof lib, "NCCL %d.%d.%d, CUDA runtime %d.%d, %s", nv / 10000, nv / 100 % 100, nv % 100,
+             cv / 1000, cv % 1000 / 10, modes[o->local_register]);
     bench_report_t *rep = rank == 0 ? bench_report_new(o, PROG, "nccl-raw", "cuda", lib, n) : NULL;
     for (int i = 0; i < o->ncolls; i++) {
         b.c.coll = &bench_colls[o->colls[i]];
@@ -215,6 +268,8 @@ static int rank_main(const bench_opts_t *o, int rank, int n, ncclUniqueId id)
         bench_report_end(rep);
     }
     long wrong = bench_report_finish(rep);
+    release(&b, b.rbuf, o->local_register, b.reg[1]);
+    release(&b, b.sbuf, o->local_register, b.reg[0]);
     NK(ncclCommDestroy(b.comm));
     return wrong != 0;
 }

@@ -2,8 +2,8 @@
 # torch_bench: the torch.distributed (ProcessGroupNCCL) side of bench/compare-nccl. It runs tcomms-perf's collectives
 # through torch's own calls on CUDA tensors and prints tcomms-perf's table and JSON with backend "torch-nccl". Under
 # torchrun it uses torchrun's ranks; otherwise it spawns -g N ranks (default: every GPU) on this host.
-"""usage: torch_bench.py COLL [options]   (COLL or all; options as tcomms-perf: -b -e -f -i -n -w -c -d -o -r -a -z
--J -L, plus -g N ranks to spawn when not under torchrun). torch's natural call of each collective is timed and
+"""usage: torch_bench.py COLL [options]   (COLL, all, or a comma-separated list; options as tcomms-perf:
+-b -e -f -i -n -w -c -d -o -r -a -z -J -L, plus -g N ranks to spawn when not under torchrun). torch's natural call of each collective is timed and
 reported in the out-of-place columns (all_reduce, broadcast and reduce are in place in torch); the in-place
 columns print N/A."""
 
@@ -45,9 +45,17 @@ def size_arg(s):
     return int(digits) << shift
 
 
+def coll_list(s):
+    words = s.split(",")
+    bad = [w for w in words if w not in COLLS + ["all"]]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown collective '{bad[0]}' ({' '.join(COLLS)}, all, or a list)")
+    return [c for c in COLLS if c in words or "all" in words]  # tcomms-perf's order
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(prog="torch_bench.py", description=__doc__)
-    ap.add_argument("coll", choices=COLLS + ["all"])
+    ap.add_argument("coll", type=coll_list)
     ap.add_argument("-b", "--minbytes", type=size_arg, default=32 << 20)
     ap.add_argument("-e", "--maxbytes", type=size_arg, default=32 << 20)
     ap.add_argument("-f", "--stepfactor", type=int, default=1)
@@ -256,7 +264,7 @@ def worker(rank, n, a):
         print(f"# torch_bench 0.1.0 backend torch-nccl device cuda nranks {n}\n# {lib}")
         print("# torch: the out-of-place columns time torch's own call (in place for all_reduce, broadcast, reduce)")
     rows, total_wrong, all_bw = [], 0, []
-    for coll in (COLLS if a.coll == "all" else [a.coll]):
+    for coll in a.coll:
         if out:
             step = f"{a.stepfactor}(factor)" if a.stepfactor > 1 else f"{a.stepbytes}(bytes)"
             print(f"# Collective test starting: {coll}_perf\n# minBytes {a.minbytes} maxBytes {a.maxbytes} "

@@ -6,6 +6,7 @@
 
 #include "comm.h"
 #include "error.h"
+#include "group.h"
 #include "work.h"
 
 static const char *const coll_names[TCOMMS_COLL_TYPE_COUNT] = {
@@ -222,7 +223,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         if (opts->field_mask & TCOMMS_OP_OPT_DEVICE_TYPE)
             type = opts->device_type;
     }
-    const tc_slot_t *slot;
+    const tc_slot_t *slot = NULL;
     tcomms_status_t st = tc_comm_slot(comm, type, who, &slot);
     if (st != TCOMMS_SUCCESS)
         return st;
@@ -231,6 +232,11 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     if (scratch == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "%s: out of memory", who);
     st = validate(comm, a, scratch);
+    if (work == NULL)
+        a->flags |= TCOMMS_COLL_FLAG_BLOCKING;
+    int grouped = tc_group_active();
+    if (st == TCOMMS_SUCCESS && grouped)
+        st = tc_group_join(slot->be);
     void *bwork = NULL;
     if (st == TCOMMS_SUCCESS)
         st = slot->be->post(slot->bcomm, a, &bwork);
@@ -238,9 +244,10 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         free(scratch);
     if (st != TCOMMS_SUCCESS)
         return st;
-    if (work == NULL)
-        return tc_work_block(slot->be, bwork, a->timeout_ms);
-    return tc_work_wrap(slot->be, bwork, a->timeout_ms, work);
+    if (work != NULL)
+        return tc_work_wrap(slot->be, bwork, a->timeout_ms, work);
+    /* Inside a group a blocking call only queues: tcomms_group_end completes it after the batch is issued. */
+    return grouped ? tc_group_keep(slot->be, bwork, a->timeout_ms) : tc_work_block(slot->be, bwork, a->timeout_ms);
 }
 
 tcomms_status_t tcomms_all_reduce(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

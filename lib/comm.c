@@ -166,6 +166,14 @@ static tcomms_status_t select_backends(tcomms_comm_t *comm, const char *spec)
                     tcomms_device_type_name(comm->device.type), reasons);
 }
 
+/* No lazy creation, ever: a device backend the communicator is not bound to stays loaded but uncreated, so every
+ * rank agrees on what exists without talking. */
+static void mark_bound(tcomms_comm_t *comm)
+{
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
+        comm->slot[t].bound = t == (int)comm->device.type || t == TCOMMS_DEVICE_CPU;
+}
+
 void tc_comm_cleanup_keys(tcomms_comm_t *comm, const char *prefix, int members)
 {
     char key[TC_KEY_MAX];
@@ -177,30 +185,37 @@ void tc_comm_cleanup_keys(tcomms_comm_t *comm, const char *prefix, int members)
     tc_error_clear();
 }
 
+void tc_comm_backend_args(const tcomms_comm_t *comm, int t, const char *prefix, const tcomms_comm_t *parent,
+                          const int *parent_ranks, tcomms_backend_comm_args_t *args)
+{
+    *args = (tcomms_backend_comm_args_t){
+        .core = &tc_core,
+        .name = comm->name,
+        .prefix = prefix,
+        .store = comm->store->store,
+        .rank = comm->rank,
+        .size = comm->size,
+        .local_rank = comm->local_rank,
+        .device = comm->device,
+        .master_addr = comm->master_addr[0] ? comm->master_addr : NULL,
+        .timeout_ms = comm->timeout_ms,
+        .hints = comm->hints,
+        .parent = parent ? parent->slot[t].bcomm : NULL,
+        .parent_ranks = parent_ranks,
+    };
+    if (args->device.type != (tcomms_device_type_t)t)
+        args->device = (tcomms_device_t){(tcomms_device_type_t)t, 0}; /* a CPU slot on a GPU-bound communicator */
+}
+
 tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks)
 {
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
-        if (comm->slot[t].be == NULL)
+        if (comm->slot[t].be == NULL || !comm->slot[t].bound)
             continue;
         char prefix[TC_KEY_MAX];
         snprintf(prefix, sizeof(prefix), "%s/create/%.32s", comm->prefix, comm->slot[t].be->name);
-        tcomms_backend_comm_args_t args = {
-            .core = &tc_core,
-            .name = comm->name,
-            .prefix = prefix,
-            .store = comm->store->store,
-            .rank = comm->rank,
-            .size = comm->size,
-            .local_rank = comm->local_rank,
-            .device = comm->device,
-            .master_addr = comm->master_addr[0] ? comm->master_addr : NULL,
-            .timeout_ms = comm->timeout_ms,
-            .hints = comm->hints,
-            .parent = parent ? parent->slot[t].bcomm : NULL,
-            .parent_ranks = parent_ranks,
-        };
-        if (args.device.type != (tcomms_device_type_t)t)
-            args.device = (tcomms_device_t){(tcomms_device_type_t)t, 0};
+        tcomms_backend_comm_args_t args;
+        tc_comm_backend_args(comm, t, prefix, parent, parent_ranks, &args);
         tcomms_status_t st = comm->slot[t].be->comm_create(&args, &comm->slot[t].bcomm);
         if (st != TCOMMS_SUCCESS) {
             tc_error_prefix(st, "creating communicator '%s' on backend '%s': ", comm->name, comm->slot[t].be->name);
@@ -327,6 +342,7 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
         st = select_backends(comm, spec);
         if (st != TCOMMS_SUCCESS && spec != NULL && !(params && (params->field_mask & TCOMMS_COMM_PARAM_BACKEND)))
             tc_error_prefix(st, "TCOMMS_BACKEND: ");
+        mark_bound(comm);
     }
     if (st == TCOMMS_SUCCESS) {
         snprintf(comm->name, sizeof(comm->name), "%s", name);
@@ -396,8 +412,9 @@ tcomms_status_t tcomms_comm_device(const tcomms_comm_t *comm, tcomms_device_t *d
     return TCOMMS_SUCCESS;
 }
 
-tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *who,
-                                const tc_slot_t **out)
+/* The loaded slot serving `type`, bound or not. */
+static tcomms_status_t loaded_slot(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *who,
+                                   const tc_slot_t **out)
 {
     if ((unsigned)type >= TCOMMS_DEVICE_TYPE_COUNT)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: device type %d is not a tcomms_device_type_t", who, (int)type);
@@ -417,11 +434,40 @@ tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t typ
     return TCOMMS_SUCCESS;
 }
 
+static tcomms_status_t not_bound(const tcomms_comm_t *comm, int t, const char *who)
+{
+    const char *type = tcomms_device_type_name((tcomms_device_type_t)t);
+    return tc_error(TCOMMS_ERR_NOT_BOUND, "%s: communicator '%s' is bound to device '%s', so its %s backend '%s' was "
+                    "not created: create the communicator on a %s device (e.g. %s:0) to use it", who, comm->name,
+                    tcomms_device_type_name(comm->device.type), type, comm->slot[t].be->name, type, type);
+}
+
+tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *who,
+                             const tc_slot_t **out)
+{
+    const tc_slot_t *slot = NULL;
+    tcomms_status_t st = loaded_slot(comm, type, who, &slot);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (!slot->bound)
+        return not_bound(comm, (int)type, who);
+    *out = slot;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tc_comm_check_bound(const tcomms_comm_t *comm, const char *who)
+{
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
+        if (comm->slot[t].be != NULL && !comm->slot[t].bound)
+            return not_bound(comm, t, who);
+    return TCOMMS_SUCCESS;
+}
+
 tcomms_status_t tcomms_comm_backend(const tcomms_comm_t *comm, tcomms_device_type_t type, const char **name)
 {
     CHECK_QUERY(comm, name);
-    const tc_slot_t *slot;
-    tcomms_status_t st = tc_comm_slot(comm, type, __func__, &slot);
+    const tc_slot_t *slot = NULL;
+    tcomms_status_t st = loaded_slot(comm, type, __func__, &slot);
     if (st == TCOMMS_SUCCESS)
         *name = slot->be->name;
     return st;
@@ -436,7 +482,7 @@ tcomms_status_t tcomms_comm_hint(const tcomms_comm_t *comm, tcomms_device_type_t
     const char *canonical = tc_hint_canonical(key);
     if (canonical == NULL && strchr(key, '.') == NULL)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_hint: unknown hint '%s'", key);
-    const tc_slot_t *slot;
+    const tc_slot_t *slot = NULL;
     tcomms_status_t st = tc_comm_slot(comm, type, __func__, &slot);
     if (st != TCOMMS_SUCCESS)
         return st;

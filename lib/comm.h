@@ -19,9 +19,12 @@ typedef struct tc_store_ref {
     int refs;                  /* guarded by a process-wide lock in comm.c */
 } tc_store_ref_t;
 
+/* A slot is bound when the communicator's device can serve it: the bound device's own type, or CPU (host buffers
+ * always work). An unbound slot (a CUDA backend on a communicator bound to cpu) is loaded, never created. */
 typedef struct tc_slot {
     const tcomms_backend_t *be; /* NULL: no backend for this device type */
-    void *bcomm;
+    void *bcomm;                /* NULL while unbound */
+    int bound;
 } tc_slot_t;
 
 struct tcomms_comm {
@@ -45,10 +48,16 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
 /* Delete every key under `prefix` (ending in '/') once all `members` callers have called this with it (last one
  * out, counted in the key "<prefix>done"). */
 void tc_comm_cleanup_keys(tcomms_comm_t *comm, const char *prefix, int members);
-/* The backend slot serving `type`, or TCOMMS_ERR_NO_BACKEND_FOR_DEVICE naming what the communicator holds; `who`
- * starts the message. */
+/* The arguments a backend's comm_create (or comm_split_nonmember) gets for slot `t` of `comm`; `prefix` is the
+ * backend's store-key prefix. */
+void tc_comm_backend_args(const tcomms_comm_t *comm, int t, const char *prefix, const tcomms_comm_t *parent,
+                          const int *parent_ranks, tcomms_backend_comm_args_t *args);
+/* The bound backend slot serving `type`, or TCOMMS_ERR_NO_BACKEND_FOR_DEVICE naming what the communicator holds,
+ * or TCOMMS_ERR_NOT_BOUND for a loaded slot the communicator is not bound to; `who` starts the message. */
 tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *who,
                              const tc_slot_t **out);
+/* TCOMMS_ERR_NOT_BOUND if `comm` holds a slot it is not bound to (such a communicator cannot be split). */
+tcomms_status_t tc_comm_check_bound(const tcomms_comm_t *comm, const char *who);
 void tc_store_ref_release(tc_store_ref_t *ref);
 void tc_store_ref_acquire(tc_store_ref_t *ref);
 

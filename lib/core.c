@@ -37,6 +37,14 @@ static tcomms_status_t core_hints_get(const tcomms_hints_t *hints, const char *k
     return tcomms_hints_get(hints, key, value);
 }
 
+static size_t core_hints_count(const tcomms_hints_t *hints)
+{
+    size_t n = 0;
+    if (hints != NULL && tcomms_hints_count(hints, &n) != TCOMMS_SUCCESS)
+        n = 0;
+    return n;
+}
+
 const tcomms_core_t tc_core = {
     .abi_version = TCOMMS_BACKEND_ABI_VERSION,
     .log = core_log,
@@ -50,4 +58,6 @@ const tcomms_core_t tc_core = {
     .store_add = tc_store_add,
     .store_del = tc_store_del,
     .hints_get = core_hints_get,
+    .hints_count = core_hints_count,
+    .hints_entry = tcomms_hints_entry,
 };

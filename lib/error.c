@@ -29,6 +29,8 @@ const char *tcomms_strerror(tcomms_status_t status)
     case TCOMMS_ERR_ABI: return "TCOMMS_ERR_ABI: backend module built for another ABI version";
     case TCOMMS_ERR_NOT_FOUND: return "TCOMMS_ERR_NOT_FOUND: not found";
     case TCOMMS_ERR_INTERNAL: return "TCOMMS_ERR_INTERNAL: internal error";
+    case TCOMMS_ERR_NOT_BOUND:
+        return "TCOMMS_ERR_NOT_BOUND: the communicator is not bound to a device of that type";
     }
     return "TCOMMS_ERR_UNKNOWN: unknown status";
 }

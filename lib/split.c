@@ -1,6 +1,7 @@
 /* Splitting a communicator: by an explicit sorted rank list (torchcomms' split) or by color and key (MPI's). Both
- * end in one routine that creates a child over an ordered member list; store keys derive from the parent's prefix
- * and its split counter, so every rank computes the same keys without talking. */
+ * end in one routine that creates a child over an ordered member list (non-members only tell the backends that
+ * split collectively over the parent); store keys derive from the parent's prefix and its split counter, so every
+ * rank computes the same keys without talking. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,31 +34,33 @@ static tcomms_status_t agree_on_members(tcomms_comm_t *parent, const char *prefi
     return TCOMMS_SUCCESS;
 }
 
-/* Create the child over `members` (parent ranks in child-rank order); `tag` distinguishes the children of one
- * split call. */
-static tcomms_status_t split_members(tcomms_comm_t *parent, uint64_t split, long tag, const int *members, int n,
-                                     const char *name, const tcomms_hints_t *hints, tcomms_comm_t **out)
+static void child_free(tcomms_comm_t *child)
 {
-    int my_index = -1;
-    for (int i = 0; i < n; i++)
-        if (members[i] == parent->rank)
-            my_index = i;
+    tc_store_ref_release(child->store);
+    tcomms_hints_free(child->hints);
+    free(child);
+}
+
+/* A child of `parent` as its members (and, for the backends, its non-members) see it before any backend exists:
+ * identity, store-key prefix "<parent>/s<split>/<leaf>", the parent's slots, and its own checked hints. */
+static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, const char *leaf, const char *name,
+                                 const tcomms_hints_t *hints, tcomms_comm_t **out)
+{
     tcomms_comm_t *child = calloc(1, sizeof(*child));
     if (child == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    int len = snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/c%ld", parent->prefix,
-                       (unsigned long long)split, tag);
+    int len = snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/%s", parent->prefix,
+                       (unsigned long long)split, leaf);
     if (len < 0 || (size_t)len >= sizeof(child->prefix)) {
         free(child);
-        return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "split of '%s': splits nested too deeply (store-key prefix over "
-                        "%d characters)", parent->name, TC_PREFIX_MAX - 1);
+        return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "splits nested too deeply (store-key prefix over %d characters)",
+                        TC_PREFIX_MAX - 1);
     }
     if (name != NULL && *name != '\0')
         snprintf(child->name, sizeof(child->name), "%s", name);
     else
         snprintf(child->name, sizeof(child->name), "%.100s.%llu", parent->name, (unsigned long long)split);
-    child->rank = my_index;
-    child->size = n;
+    child->rank = -1;
     child->local_rank = parent->local_rank;
     child->device = parent->device;
     child->timeout_ms = parent->timeout_ms;
@@ -72,18 +75,64 @@ static tcomms_status_t split_members(tcomms_comm_t *parent, uint64_t split, long
         st = tc_hints_merge(child->hints, hints);
     if (st == TCOMMS_SUCCESS)
         st = tc_hints_check(child->hints);
-    if (st == TCOMMS_SUCCESS)
-        st = agree_on_members(parent, child->prefix, members, n, my_index);
-    if (st == TCOMMS_SUCCESS)
-        st = tc_comm_create_backends(child, parent, members);
     if (st != TCOMMS_SUCCESS) {
-        tc_store_ref_release(child->store);
-        tcomms_hints_free(child->hints);
-        free(child);
-        return tc_error_prefix(st, "split of '%s': ", parent->name);
+        child_free(child);
+        return st;
     }
     *out = child;
     return TCOMMS_SUCCESS;
+}
+
+/* Create the child over `members` (parent ranks in child-rank order); `tag` distinguishes the children of one
+ * split call. */
+static tcomms_status_t split_members(tcomms_comm_t *parent, uint64_t split, long tag, const int *members, int n,
+                                     const char *name, const tcomms_hints_t *hints, tcomms_comm_t **out)
+{
+    int my_index = -1;
+    for (int i = 0; i < n; i++)
+        if (members[i] == parent->rank)
+            my_index = i;
+    char leaf[32];
+    snprintf(leaf, sizeof(leaf), "c%ld", tag);
+    tcomms_comm_t *child = NULL;
+    tcomms_status_t st = child_new(parent, split, leaf, name, hints, &child);
+    if (st == TCOMMS_SUCCESS) {
+        child->rank = my_index;
+        child->size = n;
+        st = agree_on_members(parent, child->prefix, members, n, my_index);
+        if (st == TCOMMS_SUCCESS)
+            st = tc_comm_create_backends(child, parent, members);
+        if (st != TCOMMS_SUCCESS)
+            child_free(child);
+    }
+    if (st != TCOMMS_SUCCESS)
+        return tc_error_prefix(st, "split of '%s': ", parent->name);
+    *out = child;
+    return TCOMMS_SUCCESS;
+}
+
+/* A rank outside every child still takes part where a backend's split is collective over the parent (ncclCommSplit
+ * with NCCL_SPLIT_NOCOLOR). It runs within this split call, so its backend calls keep the members' order across
+ * successive splits. It knows neither the members nor the child's prefix: rank -1, size 0, no parent_ranks. */
+static tcomms_status_t split_nonmember(tcomms_comm_t *parent, uint64_t split, const char *name,
+                                       const tcomms_hints_t *hints)
+{
+    tcomms_comm_t *child = NULL;
+    tcomms_status_t first = child_new(parent, split, "nonmember", name, hints, &child);
+    if (first != TCOMMS_SUCCESS)
+        return tc_error_prefix(first, "split of '%s': ", parent->name);
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
+        const tcomms_backend_t *be = child->slot[t].be;
+        if (be == NULL || be->comm_split_nonmember == NULL || parent->slot[t].bcomm == NULL)
+            continue;
+        tcomms_backend_comm_args_t args;
+        tc_comm_backend_args(child, t, child->prefix, parent, NULL, &args);
+        tcomms_status_t st = be->comm_split_nonmember(parent->slot[t].bcomm, &args);
+        if (st != TCOMMS_SUCCESS && first == TCOMMS_SUCCESS)
+            first = tc_error_prefix(st, "split of '%s' (not a member) on backend '%s': ", parent->name, be->name);
+    }
+    child_free(child);
+    return first;
 }
 
 tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int nranks, const char *name,
@@ -92,6 +141,9 @@ tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int n
     if (parent == NULL || out == NULL)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: %s is NULL", parent ? "out" : "parent");
     *out = NULL;
+    tcomms_status_t st = tc_comm_check_bound(parent, "tcomms_comm_split");
+    if (st != TCOMMS_SUCCESS)
+        return st;
     if (nranks < 0 || nranks > parent->size)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: nranks %d is not in [0, %d]", nranks,
                         parent->size);
@@ -112,7 +164,7 @@ tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int n
                         "a non-member passes nranks = 0", parent->rank);
     uint64_t split = ++parent->splits;
     if (nranks == 0)
-        return TCOMMS_SUCCESS;
+        return split_nonmember(parent, split, name, hints);
     return split_members(parent, split, ranks[0], ranks, nranks, name, hints, out);
 }
 
@@ -158,6 +210,9 @@ tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int ke
     if (parent == NULL || out == NULL)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: %s is NULL", parent ? "out" : "parent");
     *out = NULL;
+    tcomms_status_t st = tc_comm_check_bound(parent, "tcomms_comm_split_color");
+    if (st != TCOMMS_SUCCESS)
+        return st;
     if (color < 0 && color != TCOMMS_SPLIT_NOCOLOR)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: color %d must be >= 0 or "
                         "TCOMMS_SPLIT_NOCOLOR", color);
@@ -166,7 +221,7 @@ tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int ke
     snprintf(prefix, sizeof(prefix), "%s/s%llu/x/", parent->prefix, (unsigned long long)split);
     color_key_t *all = calloc((size_t)parent->size, sizeof(*all));
     int *members = calloc((size_t)parent->size, sizeof(*members));
-    tcomms_status_t st = all && members ? exchange_color_key(parent, prefix, color, key, all)
+    st = all && members ? exchange_color_key(parent, prefix, color, key, all)
                                         : tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
     if (st == TCOMMS_SUCCESS) {
         tc_comm_cleanup_keys(parent, prefix, parent->size);
@@ -177,8 +232,8 @@ tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int ke
         qsort(all, (size_t)n, sizeof(*all), by_key_then_rank);
         for (int i = 0; i < n; i++)
             members[i] = all[i].rank;
-        if (n > 0)
-            st = split_members(parent, split, color, members, n, name, hints, out);
+        st = n > 0 ? split_members(parent, split, color, members, n, name, hints, out)
+                   : split_nonmember(parent, split, name, hints);
     } else
         tc_error_prefix(st, "tcomms_comm_split_color: ");
     free(all);

@@ -47,6 +47,17 @@ tcomms_status_t tcomms_work_wait(tcomms_work_t *work, uint32_t timeout_ms)
     return work->be->work_wait(work->bwork, timeout_ms ? timeout_ms : with_margin(work->timeout_ms));
 }
 
+/* A CPU backend's wait already blocks the host, so it is the fallback. */
+tcomms_status_t tcomms_work_synchronize(tcomms_work_t *work, uint32_t timeout_ms)
+{
+    if (work == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_work_synchronize: work is NULL");
+    uint32_t ms = timeout_ms ? timeout_ms : with_margin(work->timeout_ms);
+    if (work->be->work_synchronize != NULL)
+        return work->be->work_synchronize(work->bwork, ms);
+    return work->be->work_wait(work->bwork, ms);
+}
+
 tcomms_status_t tcomms_work_test(tcomms_work_t *work)
 {
     if (work == NULL)

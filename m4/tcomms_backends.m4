@@ -106,23 +106,44 @@ AC_DEFUN([TCOMMS_CHECK_CUDA], [
 AC_DEFUN([TCOMMS_CHECK_NCCL], [
   _TCOMMS_WITH([nccl], [build the NCCL backend; DIR is NCCL's install prefix (default: the CUDA toolkit)])
   have_nccl=no
+  NCCL_CPPFLAGS=""
+  NCCL_LIBS=""
   AS_IF([test "x$with_nccl" = xno], [nccl_summary="no (--without-nccl)"],
         [test "x$have_cuda" != xyes], [_TCOMMS_MISSING([nccl], [CUDA was not found (see --with-cuda)])], [
     nccl_dir="$with_nccl"
     AS_CASE([$with_nccl], [auto|yes], [nccl_dir="$cuda_dir"])
+    nccl_libdir="$nccl_dir/lib64"
+    AS_IF([test -d "$nccl_libdir"], [], [nccl_libdir="$nccl_dir/lib"])
     save_CPPFLAGS="$CPPFLAGS"
     save_LDFLAGS="$LDFLAGS"
     CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS -I$nccl_dir/include"
-    LDFLAGS="$LDFLAGS $CUDA_LDFLAGS -L$nccl_dir/lib64 -L$nccl_dir/lib"
+    LDFLAGS="$LDFLAGS $CUDA_LDFLAGS -L$nccl_libdir"
     AS_CASE([$with_nccl], [auto|yes], [nccl_in_dir=yes],
       [AS_IF([test -f "$nccl_dir/include/nccl.h"], [nccl_in_dir=yes], [nccl_in_dir=no])])
+    # ncclCommInitRankConfig (NCCL 2.14) is the oldest entry point the module needs; newer ones are guarded by
+    # NCCL_VERSION_CODE in the sources.
     AS_IF([test "x$nccl_in_dir" = xyes],
       [AC_CHECK_HEADER([nccl.h], [AC_CHECK_LIB([nccl], [ncclCommInitRankConfig], [have_nccl=yes], [], [-lcudart])])])
+    AS_IF([test "x$have_nccl" = xyes], [
+      AC_MSG_CHECKING([for the NCCL version in nccl.h])
+      AC_COMPUTE_INT([nccl_major], [NCCL_MAJOR], [[#include <nccl.h>]], [nccl_major=0])
+      AC_COMPUTE_INT([nccl_minor], [NCCL_MINOR], [[#include <nccl.h>]], [nccl_minor=0])
+      AC_COMPUTE_INT([nccl_patch], [NCCL_PATCH], [[#include <nccl.h>]], [nccl_patch=0])
+      AC_MSG_RESULT([$nccl_major.$nccl_minor.$nccl_patch])])
     CPPFLAGS="$save_CPPFLAGS"
     LDFLAGS="$save_LDFLAGS"
+    # The module records libnccl.so.2 and libcudart by soname; the run path (DT_RUNPATH) lets it load where they
+    # were found, and a machine with them elsewhere finds them through the usual search (ld.so.conf,
+    # LD_LIBRARY_PATH).
     AS_IF([test "x$have_nccl" = xyes],
-      [nccl_summary="found, no module yet (the NCCL backend is a later issue)"],
-      [_TCOMMS_MISSING([nccl], [nccl.h or libnccl was not found in $nccl_dir])])
+      [NCCL_CPPFLAGS="-I$nccl_dir/include $CUDA_CPPFLAGS"
+       nccl_rpath="-Wl,-rpath,$nccl_libdir"
+       AS_IF([test "x$nccl_libdir" != "x$cuda_dir/lib64"], [nccl_rpath="$nccl_rpath -Wl,-rpath,$cuda_dir/lib64"])
+       NCCL_LIBS="-L$nccl_libdir $CUDA_LDFLAGS $nccl_rpath -lnccl -lcudart"
+       nccl_summary="yes ($nccl_dir, NCCL $nccl_major.$nccl_minor.$nccl_patch)"],
+      [_TCOMMS_MISSING([nccl], [nccl.h or libnccl (with ncclCommInitRankConfig, NCCL >= 2.14) was not found in $nccl_dir])])
   ])
-  AM_CONDITIONAL([BUILD_NCCL], [false])
+  AC_SUBST([NCCL_CPPFLAGS])
+  AC_SUBST([NCCL_LIBS])
+  AM_CONDITIONAL([BUILD_NCCL], [test "x$have_nccl" = xyes])
 ])

@@ -1,6 +1,7 @@
 /* Fill patterns and an independent reference for the multi-rank collective tests. Values are small integers, so
- * every reduction over up to 4 ranks is exact in every dtype; expected results are computed in double by plain
- * loops, and float16/bfloat16 are converted here (never by the library), so a shared bug cannot hide itself. */
+ * every reduction over up to REF_MAX_RANKS ranks is exact in every dtype; expected results are computed in double
+ * by plain loops, and float16/bfloat16 are converted here (never by the library), so a shared bug cannot hide
+ * itself. */
 #ifndef TESTS_COLL_REF_H
 #define TESTS_COLL_REF_H
 
@@ -11,6 +12,8 @@
 
 #include "mrank.h"
 
+#define REF_MAX_RANKS 8     /* reductions stay exact up to this many ranks */
+#define REF_WIDE_RANKS 4    /* ranks below this take values up to 3 in magnitude, the others +-1 */
 #define REF_GUARD_BYTES 64  /* guard bytes before and after every buffer */
 #define REF_FILL_BYTE 0xA5  /* what guards, gaps and not-yet-written elements hold */
 #define REF_UNTOUCHED NAN   /* expected value: this element's bytes must still be REF_FILL_BYTE */
@@ -21,7 +24,8 @@ size_t ref_esize(tcomms_dtype_t dtype);
 const char *ref_dtype_name(tcomms_dtype_t dtype);
 const char *ref_op_name(tcomms_op_t op);
 
-/* Input of reductions at (rank, i): in 1..3 for uint8, in {-3,-2,-1,1,2,3} otherwise. */
+/* Input of reductions at (rank, i): in 1..3 for uint8, in {-3,-2,-1,1,2,3} otherwise; +-1 (uint8: 1) from rank
+ * REF_WIDE_RANKS up. */
 double ref_red_value(tcomms_dtype_t dtype, int rank, size_t i);
 /* Input of data movement at (rank, i): in 1..97, different between ranks at the same index. */
 double ref_mov_value(int rank, size_t i);

@@ -67,9 +67,39 @@ tests_tcomms_fakedecline_la_LDFLAGS = $(fake_ldflags)
 tests_tcomms_fakenosym_la_SOURCES = tests/fake_backend.c
 tests_tcomms_fakenosym_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_NO_SYMBOL
 tests_tcomms_fakenosym_la_LDFLAGS = $(fake_ldflags)
+
+# Single-rank CUDA-serving fakes (no CUDA needed): "fakecuda" has every optional ABI entry and counts the core's
+# calls (tests/fake_calls.h), "fakecudabare" has none. test_bind and test_mem drive the core through them.
+check_LTLIBRARIES += tests/tcomms_fakecuda.la tests/tcomms_fakecudabare.la
+tests_tcomms_fakecuda_la_SOURCES = tests/fake_backend.c tests/fake_calls.h
+tests_tcomms_fakecuda_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_CUDA
+tests_tcomms_fakecuda_la_LDFLAGS = $(fake_ldflags)
+tests_tcomms_fakecudabare_la_SOURCES = tests/fake_backend.c tests/fake_calls.h
+tests_tcomms_fakecudabare_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_CUDA -DFAKE_BARE
+tests_tcomms_fakecudabare_la_LDFLAGS = $(fake_ldflags)
+
+# Binding, routing, split non-members, groups and memory over the fakes; groups, synchronize and memory on the
+# real CPU backends (3 and 2 ranks, tests/libmrank.la).
+core_tests = tests/test_bind tests/test_mem tests/test_group
+check_PROGRAMS += $(core_tests)
+TESTS += $(core_tests)
+tests_test_bind_SOURCES = tests/test_bind.c tests/fake_calls.h
+tests_test_bind_CFLAGS = $(unit_cflags)
+tests_test_bind_CPPFLAGS = $(unit_cppflags)
+tests_test_bind_LDADD = lib/libtcomms.la $(CHECK_LIBS)
+tests_test_mem_SOURCES = tests/test_mem.c tests/fake_calls.h
+tests_test_mem_CFLAGS = $(unit_cflags)
+tests_test_mem_CPPFLAGS = $(unit_cppflags)
+tests_test_mem_LDADD = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS)
+tests_test_group_SOURCES = tests/test_group.c
+tests_test_group_CFLAGS = $(unit_cflags)
+tests_test_group_CPPFLAGS = $(unit_cppflags)
+tests_test_group_LDADD = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS)
 endif
 
 include tests/run.mk
 include tests/mrank.mk
 include tests/perf.mk
 include tests/plot.mk
+include tests/concurrent.mk
+include tests/gpu/local.mk

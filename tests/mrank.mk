@@ -1,6 +1,7 @@
 # Multi-rank suites: every collective on every CPU backend named by TCOMMS_TEST_BACKENDS (test_coll), splits and
 # leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
 # $TCOMMS_RUN). They use only the public API and share the fork harness and reference in tests/libmrank.la.
+# make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
 mrank_cppflags = $(AM_CPPFLAGS)
 mrank_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -41,4 +42,9 @@ tests_peer_death_prog_SOURCES = tests/peer_death_prog.c
 tests_peer_death_prog_CPPFLAGS = $(mrank_cppflags)
 tests_peer_death_prog_CFLAGS = $(mrank_cflags)
 tests_peer_death_prog_LDADD = lib/libtcomms.la $(CHECK_LIBS)
+
+# The same table on 1 to 8 ranks, every CPU backend; not part of make check (minutes on 2 cores).
+check-long: all tests/test_coll
+	@$(AM_TESTS_ENVIRONMENT) TCOMMS_TEST_MAX_RANKS=8 $(abs_top_builddir)/tests/test_coll
+.PHONY: check-long
 endif

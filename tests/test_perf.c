@@ -1,7 +1,9 @@
 /* Tests of tools/perf/tcomms-perf: the built tool ($TCOMMS_PERF) runs under the built launcher ($TCOMMS_RUN) on
  * every CPU backend of TCOMMS_TEST_BACKENDS and 1 to 3 ranks. Its table and JSON file are parsed and checked
  * against this file's own tables (sizes, counts, busbw factors, which forms exist); bad flags must fail cleanly,
- * and a deliberately spoiled element (TCOMMS_PERF_CORRUPT=1) must be counted and fail the run. */
+ * a deliberately spoiled element (TCOMMS_PERF_CORRUPT=1) must be counted and fail the run, and -D cuda on a
+ * machine without a GPU or without the CUDA runtime must end with a message saying so and no table. The -D cuda
+ * path itself runs on a stand-in runtime (tools/perf/test_cudart.c) and the single-rank "fakecuda" backend. */
 #include <check.h>
 #include <math.h>
 #include <signal.h>
@@ -53,9 +55,10 @@ static char *slurp(FILE *f)
     return s;
 }
 
-/* Run `cmd` (words separated by single spaces); under tcomms-run on `nranks` ranks unless it is 0; with `json`,
- * add -J and a temporary file, read back (and removed) once the run is over. */
-static result_t run(int nranks, const char *cmd, int corrupt, int json)
+/* Run `cmd` (words separated by single spaces); under tcomms-run on `nranks` ranks unless it is 0; with `env`
+ * (NULL, or "NAME=VALUE" strings ending with NULL) in its environment; with `json`, add -J and a temporary file,
+ * read back (and removed) once the run is over. */
+static result_t run(int nranks, const char *cmd, const char *const *env, int json)
 {
     char line[1024], *argv[64], path[] = "/tmp/test_perf_XXXXXX";
     int argc = 0;
@@ -83,10 +86,10 @@ static result_t run(int nranks, const char *cmd, int corrupt, int json)
         setpgid(0, 0);
         dup2(fileno(out), 1);
         dup2(fileno(err), 2);
-        if (corrupt)
-            setenv("TCOMMS_PERF_CORRUPT", "1", 1);
-        else
-            unsetenv("TCOMMS_PERF_CORRUPT");
+        unsetenv("TCOMMS_PERF_CORRUPT");
+        unsetenv("TCOMMS_PERF_CUDART");
+        for (int k = 0; env != NULL && env[k] != NULL; k++)
+            putenv((char *)env[k]);
         execv(argv[0], argv);
         _exit(127);
     }
@@ -476,7 +479,7 @@ static void sweep_and_check(const char *backend, const sweep_t *s, const char *f
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "all -B %s %s", backend, flags);
-    result_t r = run(s->nranks, cmd, 0, 1);
+    result_t r = run(s->nranks, cmd, NULL, 1);
     ck_assert_msg(r.status == 0, "%s on %d rank(s) exited %d:\n%s", cmd, s->nranks, r.status, r.err);
     int want[NCOLLS];
     for (int c = 0; c < NCOLLS; c++)
@@ -496,6 +499,9 @@ static const struct { sweep_t s; const char *flags; } sweeps[] = {
     {{3, 8, 1u << 20, 0, 4, 1, 1, 0}, "-b 8 -e 1M -f 4 -c 1 -n 2 -w 1"},
     {{2, 8, 1u << 20, 1u << 20, 1, 1, 1, 0}, "-b 8 -e 1M -c 1"},
     {{3, 64, 256, 0, 4, 2, 0, 2}, "-b 64 -e 256 -f 4 -c 0 -z 1 -a 3 -N 2 -r 2 -n 1 -w 0"},
+    /* Registration modes of -D cuda are accepted and change nothing on cpu. */
+    {{2, 8, 4096, 0, 8, 1, 1, 1}, "-b 8 -e 4K -f 8 -R 1 -r 1 -n 1 -w 0"},
+    {{3, 16, 1024, 0, 4, 1, 1, 0}, "-b 16 -e 1K -f 4 -R 2 -z 1 -n 1 -w 0 --local_register 2"},
 };
 #define NSWEEPS (int)(sizeof sweeps / sizeof sweeps[0])
 
@@ -511,10 +517,12 @@ START_TEST(test_bad_flags)
         {"bogus", "unknown collective"},     {"all_reduce -b 2M -e 1M", "larger than"},
         {"all_reduce -b 8Q", "suffix"},      {"all_reduce -b 8 -e 8 -B nosuch", "nosuch"},
         {"all_reduce -d float7", "float7"}, {"all_reduce -o nosuchop", "nosuchop"},
-        {"all_reduce -D cuda", "not supported"}, {"all_reduce --nope", "--nope"},
+        {"all_reduce --nope", "--nope"},    {"all_reduce -R 3", "-R/--local_register"},
+        {"all_reduce -D cuda:x", "cuda:x"}, {"all_reduce -G 2", "needs -D cuda"},
+        {"all_reduce,bogus", "'bogus'"},     {"all_reduce,", "''"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        result_t r = run(0, cases[k][0], 0, 0);
+        result_t r = run(0, cases[k][0], NULL, 0);
         ck_assert_msg(r.status > 0, "'%s' exited %d", cases[k][0], r.status);
         ck_assert_msg(strstr(r.err, cases[k][1]) != NULL, "'%s': stderr lacks '%s': %s", cases[k][0], cases[k][1],
                       r.err);
@@ -528,7 +536,8 @@ START_TEST(test_corrupt_is_counted)
 {
     char cmd[256];
     snprintf(cmd, sizeof cmd, "all_reduce -B %s -b 8 -e 64 -f 2 -n 1 -w 0", backends[_i]);
-    result_t r = run(2, cmd, 1, 1);
+    static const char *const corrupt[] = {"TCOMMS_PERF_CORRUPT=1", NULL};
+    result_t r = run(2, cmd, corrupt, 1);
     ck_assert_msg(r.status != 0, "a run with a spoiled element exited 0");
     ck_assert_msg(strstr(r.out, "# Out of bounds values : 8 FAILED") != NULL, "no FAILED footer:\n%s", r.out);
     int want[1] = {0};
@@ -544,13 +553,94 @@ START_TEST(test_corrupt_is_counted)
 }
 END_TEST
 
+/* A comma-separated list runs its collectives in table order, one block each, like `all` does for every one. */
+START_TEST(test_list)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "alltoall,all_reduce,reduce_scatter -B %s -b 8 -e 512 -f 8 -n 1 -w 0", backends[0]);
+    result_t r = run(2, cmd, NULL, 1);
+    ck_assert_msg(r.status == 0, "%s exited %d:\n%s", cmd, r.status, r.err);
+    int want[3] = {0, 2, 5}; /* all_reduce, reduce_scatter, alltoall */
+    static table_t t;
+    parse_table(r.out, &t, want, 3);
+    sweep_t s = {2, 8, 512, 0, 8, 1, 1, 0};
+    check_table(&t, &s);
+    check_json(r.json, &t, &s);
+    result_free(&r);
+}
+END_TEST
+
+/* -D cuda that cannot run: exit 1, a message naming what is missing, and no table row on stdout (the contract
+ * allows '#' header lines only; this build prints none, as it checks before any communicator exists). */
+static void expect_no_cuda(const char *env, const char *why1, const char *why2)
+{
+    const char *const vars[] = {env, NULL};
+    const char *name = env ? env : "default runtime";
+    result_t r = run(0, "all_reduce -b 8 -e 64 -D cuda -B nccl", vars, 0);
+    ck_assert_msg(r.status == 1, "-D cuda (%s) exited %d, not 1: %s", name, r.status, r.err);
+    ck_assert_msg(strstr(r.err, "-D cuda") && (strstr(r.err, why1) || strstr(r.err, why2)),
+                  "-D cuda (%s): stderr does not say '%s' or '%s': %s", name, why1, why2, r.err);
+    for (char *save, *l = strtok_r(r.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        ck_assert_msg(l[0] == '#', "-D cuda without a GPU printed a row: %s", l);
+    result_free(&r);
+}
+
+START_TEST(test_cuda_missing)
+{
+    /* No runtime at all, as on a machine without CUDA. */
+    expect_no_cuda("TCOMMS_PERF_CUDART=/nonexistent/libcudart.so.13", "cannot load the CUDA runtime",
+                   "cannot load the CUDA runtime");
+    /* The machine's own runtime, when it has no GPU (no driver device node): either no runtime or no GPU. */
+    if (access("/dev/nvidiactl", F_OK) != 0)
+        expect_no_cuda(NULL, "cannot load the CUDA runtime", "no CUDA GPU");
+}
+END_TEST
+
+/* -D cuda end to end on the stand-in runtime and the fakecuda backend (one rank): buffers, copies and the check go
+ * through the runtime, operations carry the stream, -R registers, -G captures and replays; the stand-in reports
+ * misuse (a synchronize while capturing, an unknown stream) and leaks on stderr. */
+static const struct { int nranks; int graph; const char *flags; } cuda_runs[] = {
+    {0, 0, "-D cuda:0 -z 0"},
+    {0, 0, "-D cuda:0 -z 1 -R 1"},
+    {0, 3, "-D cuda:0 -z 0 -R 2 -G 3"},
+    {1, 2, "-D cuda -z 1 -R 2 -G 2"}, /* under tcomms-run: cuda = the local rank's GPU */
+};
+
+START_TEST(test_cuda_stand_in)
+{
+    const char *libs = getenv("TCOMMS_PERF_TEST_LIBS");
+    ck_assert_msg(libs != NULL, "TCOMMS_PERF_TEST_LIBS must name the directory of the test libraries");
+    static char cudart[1024], path[2048];
+    snprintf(cudart, sizeof cudart, "TCOMMS_PERF_CUDART=%s/perf_cudart.so", libs);
+    snprintf(path, sizeof path, "TCOMMS_BACKEND_PATH=%s", libs);
+    const char *const vars[] = {cudart, path, NULL};
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "all_reduce -B fakecuda -b 8 -e 4K -f 8 -n 2 -w 1 %s", cuda_runs[_i].flags);
+    result_t r = run(cuda_runs[_i].nranks, cmd, vars, 1);
+    ck_assert_msg(r.status == 0, "'%s' exited %d:\n%s", cmd, r.status, r.err);
+    ck_assert_msg(strstr(r.err, "perf_cudart") == NULL, "'%s': the stand-in runtime objected:\n%s", cmd, r.err);
+    ck_assert_msg(strstr(r.out, "backend fakecuda device cuda nranks 1\n") != NULL, "'%s': header:\n%s", cmd, r.out);
+    char graph[32];
+    snprintf(graph, sizeof graph, "graph: %d\n", cuda_runs[_i].graph);
+    ck_assert_msg(strstr(r.out, graph) != NULL, "'%s': no '%s' in the header:\n%s", cmd, graph, r.out);
+    int want[1] = {0};
+    static table_t t;
+    parse_table(r.out, &t, want, 1);
+    sweep_t s = {1, 8, 4096, 0, 8, 1, 1, 0};
+    check_table(&t, &s);
+    check_json(r.json, &t, &s);
+    result_free(&r);
+}
+END_TEST
+
 START_TEST(test_help)
 {
     static const char *const flags[] = {"--minbytes", "--maxbytes", "--stepfactor", "--stepbytes", "--iters",
                                         "--warmup_iters", "--check", "--datatype", "--op", "--root", "--average",
                                         "--run_cycles", "--blocking", "--backend", "--device", "--json", "--label",
-                                        "--help", "--coll", "TCOMMS_PERF_CORRUPT"};
-    result_t r = run(0, "--help", 0, 0);
+                                        "--help", "--coll", "--local_register", "--cudagraph", "TCOMMS_PERF_CORRUPT",
+                                        "TCOMMS_PERF_CUDART"};
+    result_t r = run(0, "--help", NULL, 0);
     ck_assert_int_eq(r.status, 0);
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
         ck_assert_msg(strstr(r.out, flags[k]) != NULL, "--help does not mention %s", flags[k]);
@@ -575,6 +665,9 @@ int main(void)
     tcase_add_loop_test(tc, test_sweep, 0, NSWEEPS * nbackends);
     tcase_add_loop_test(tc, test_corrupt_is_counted, 0, nbackends);
     tcase_add_test(tc, test_bad_flags);
+    tcase_add_test(tc, test_list);
+    tcase_add_test(tc, test_cuda_missing);
+    tcase_add_loop_test(tc, test_cuda_stand_in, 0, (int)(sizeof cuda_runs / sizeof cuda_runs[0]));
     tcase_add_test(tc, test_help);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -116,4 +116,12 @@ extern "C" __attribute__((visibility("default"))) const tcomms_backend_t tcomms_
     tcg::work_test,
     tcg::work_wait,
     tcg::work_free,
+    nullptr, // work_synchronize: work_wait already blocks the host
+    nullptr, // comm_split_nonmember: non-members have nothing to do
+    nullptr, // group_start: posts never block, so a group needs nothing of Gloo
+    nullptr, // group_end
+    nullptr, // mem_alloc: the core's page-aligned host memory
+    nullptr, // mem_free
+    nullptr, // mem_register: nothing to register
+    nullptr, // mem_deregister
 };

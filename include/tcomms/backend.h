@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
-#define TCOMMS_BACKEND_ABI_VERSION 1u
+#define TCOMMS_BACKEND_ABI_VERSION 2u
 
 #define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
 
@@ -61,10 +61,16 @@ typedef struct tcomms_core {
     tcomms_status_t (*store_del)(tcomms_store_t *s, const char *key);
     /* The value of canonical hint `key` in `hints` (may be NULL), or TCOMMS_ERR_NOT_FOUND. */
     tcomms_status_t (*hints_get)(const tcomms_hints_t *hints, const char *key, const char **value);
+    /* Iterate the entries of `hints` (may be NULL: 0 entries), so a backend can reject namespaced keys it does not
+     * know at creation. */
+    size_t (*hints_count)(const tcomms_hints_t *hints);
+    tcomms_status_t (*hints_entry)(const tcomms_hints_t *hints, size_t i, const char **key, const char **value);
 } tcomms_core_t;
 
 /* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent
- * communicator and `parent_ranks` lists the child's members as parent ranks; both are NULL for a root. */
+ * communicator and `parent_ranks` lists the child's members as parent ranks; both are NULL for a root. The
+ * children of one split call have disjoint member lists, so parent_ranks[0] identifies the child among them (a
+ * color for ncclCommSplit) and `rank` orders it (the key). */
 typedef struct tcomms_backend_comm_args {
     const tcomms_core_t *core;
     const char *name;          /* the communicator's name, for messages */
@@ -113,8 +119,13 @@ typedef struct tcomms_coll_args {
     int peer;
     int in_place;
     uint32_t timeout_ms;       /* resolved: never 0 */
-    void *stream;
+    void *stream;              /* the caller's stream (device backends); NULL = the legacy default stream */
+    uint32_t flags;            /* TCOMMS_COLL_FLAG_* */
 } tcomms_coll_args_t;
+
+/* Posted by a blocking call: the core waits for the work and frees it right after post() returns (outside a
+ * group), so a device backend may order the operation on the caller's stream directly. */
+#define TCOMMS_COLL_FLAG_BLOCKING (1u << 0)
 
 typedef struct tcomms_backend {
     uint32_t abi_version;      /* TCOMMS_BACKEND_ABI_VERSION: checked before any other field is read */
@@ -135,6 +146,25 @@ typedef struct tcomms_backend {
     tcomms_status_t (*work_test)(void *bwork);
     tcomms_status_t (*work_wait)(void *bwork, uint32_t timeout_ms);
     void (*work_free)(void *bwork);
+
+    /* ---- optional (NULL: not offered; the core's fallback is given) ---- */
+    /* Block the host until the work completed on its device (fallback: work_wait). */
+    tcomms_status_t (*work_synchronize)(void *bwork, uint32_t timeout_ms);
+    /* A split's non-members, collectively with the members' comm_create (ncclCommSplit with NCCL_SPLIT_NOCOLOR).
+     * Fallback: nothing is called on non-members. */
+    tcomms_status_t (*comm_split_nonmember)(void *parent, const tcomms_backend_comm_args_t *args);
+    /* Bracket the operations this thread posts to this backend inside a tcomms group. The core calls
+     * group_start before the first such post and group_end at the outermost tcomms_group_end, before it waits for
+     * the group's blocking calls. Fallback: operations are posted one by one (CPU backends never block in post). */
+    tcomms_status_t (*group_start)(void);
+    tcomms_status_t (*group_end)(void);
+    /* Memory suited to this backend (fallback: page-aligned malloc for a CPU backend, NOT_SUPPORTED otherwise). */
+    tcomms_status_t (*mem_alloc)(void *bcomm, size_t bytes, void **ptr);
+    tcomms_status_t (*mem_free)(void *bcomm, void *ptr);
+    /* Register a buffer (flags: TCOMMS_MEM_REG_*); *handle is passed back to deregister. Fallback: a no-op
+     * registration, and NOT_SUPPORTED for TCOMMS_MEM_REG_WINDOW. */
+    tcomms_status_t (*mem_register)(void *bcomm, void *buf, size_t bytes, unsigned flags, void **handle);
+    tcomms_status_t (*mem_deregister)(void *bcomm, void *handle);
 } tcomms_backend_t;
 
 #ifdef __cplusplus

@@ -41,7 +41,8 @@ typedef enum tcomms_status {
     TCOMMS_ERR_PROTOCOL = -11,              /* a malformed or refused message (store protocol, wrong token) */
     TCOMMS_ERR_ABI = -12,                   /* a backend module was built for another ABI version */
     TCOMMS_ERR_NOT_FOUND = -13,             /* a store key does not exist */
-    TCOMMS_ERR_INTERNAL = -14
+    TCOMMS_ERR_INTERNAL = -14,
+    TCOMMS_ERR_NOT_BOUND = -15              /* the communicator is not bound to a device of that type (split, ops) */
 } tcomms_status_t;
 
 /* A static string naming `status` ("TCOMMS_ERR_TIMEOUT: operation timed out"); never NULL. */
@@ -183,7 +184,9 @@ TCOMMS_API tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm);
 /* Split `parent` into a new communicator holding `ranks` (sorted, unique parent ranks); the child's rank is the
  * caller's index in `ranks`. Collective over `parent`: every rank calls it; a rank not in the new communicator
  * passes nranks = 0 and gets *out = NULL. Several disjoint lists may be split in one call. `name` (may be NULL)
- * names the child; hints apply to the child and are not inherited. Every backend of the parent gets a child. */
+ * names the child; hints apply to the child and are not inherited. Every backend of the parent gets a child.
+ * A parent holding a device backend it is not bound to (e.g. created on cpu with "cpu:gloo,cuda:nccl") cannot be
+ * split: TCOMMS_ERR_NOT_BOUND. */
 TCOMMS_API tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int nranks, const char *name,
                                              const tcomms_hints_t *hints, tcomms_comm_t **out);
 
@@ -216,7 +219,8 @@ enum {
 typedef struct tcomms_op_opts {
     uint64_t field_mask;
     uint32_t timeout_ms;              /* 0 = the communicator's default */
-    void *stream;                     /* device backends: the stream to order the operation on (cudaStream_t) */
+    void *stream;                     /* device backends: the caller's stream (cudaStream_t); default NULL, the
+                                         legacy default stream */
     tcomms_device_type_t device_type; /* where the buffers live; default: the communicator's bound device type */
 } tcomms_op_opts_t;
 
@@ -224,6 +228,11 @@ typedef struct tcomms_op_opts {
  *   work == NULL: the call blocks until the operation completes or its timeout passes.
  *   work != NULL: the call returns TCOMMS_SUCCESS once the operation is queued, with *work a handle for
  *                 tcomms_work_*; errors found when queueing (bad arguments) are returned at once, with no handle.
+ * On a device backend (CUDA) "completes" is stream-ordered, as in NCCL: a blocking call returns once the operation
+ * is ordered before later work on the caller's stream (opts.stream), without blocking the host; its timeout is
+ * enforced by the backend's watchdog, which aborts the communicator. Use tcomms_work_synchronize to block the host.
+ * Device buffers are addressed with opts.device_type = TCOMMS_DEVICE_CUDA on a communicator bound to a CPU device,
+ * and host buffers with TCOMMS_DEVICE_CPU on one bound to a GPU (a "cpu:gloo,cuda:nccl" selection).
  * Counts are in elements; a buffer may be NULL where its count is 0. Buffers stay owned by the caller and must not
  * be touched until completion. After an error the contents of receive buffers are undefined; send buffers are
  * never written, except in-place forms, whose whole buffer is then undefined.
@@ -294,13 +303,54 @@ TCOMMS_API tcomms_status_t tcomms_recv(tcomms_comm_t *comm, void *buf, size_t co
 /* ---- work handles ---------------------------------------------------------------------------------------------- */
 
 /* Wait for `work` up to timeout_ms (0 = the operation's own timeout). TCOMMS_ERR_TIMEOUT leaves the operation
- * running: wait again or free the handle. Any other result is final and is returned again by later calls. */
+ * running: wait again or free the handle. Any other result is final and is returned again by later calls.
+ * On a device backend the wait is stream-ordered: the caller's stream (opts.stream at posting) waits for the
+ * operation, and the host returns at once unless the operation has already failed. */
 TCOMMS_API tcomms_status_t tcomms_work_wait(tcomms_work_t *work, uint32_t timeout_ms);
+/* Block the host until `work` has completed on its device, up to timeout_ms (0 = the operation's own timeout), as
+ * torchcomms' wait_blocking. The same as tcomms_work_wait on CPU backends. */
+TCOMMS_API tcomms_status_t tcomms_work_synchronize(tcomms_work_t *work, uint32_t timeout_ms);
 /* TCOMMS_SUCCESS when complete, TCOMMS_IN_PROGRESS while running, or the operation's error. Never blocks. */
 TCOMMS_API tcomms_status_t tcomms_work_test(tcomms_work_t *work);
 /* Release the handle. An operation still running completes in the background; its buffers stay in use until then.
  * NULL is a no-op. */
 TCOMMS_API void tcomms_work_free(tcomms_work_t *work);
+
+/* ---- groups ---------------------------------------------------------------------------------------------------- */
+
+/* Operations issued on this thread between tcomms_group_start() and tcomms_group_end() are started together: NCCL
+ * coalesces them (ncclGroupStart/End), CPU backends post them all before any is waited for, so a batch of sends
+ * and receives among ranks cannot deadlock, whatever its order. Groups nest; the outermost end issues the batch.
+ * A blocking call inside a group returns once queued, and tcomms_group_end completes it (on device backends,
+ * stream-ordered), returning the first error among them; a work handle returned inside a group is valid and
+ * completes no earlier than the group. tcomms_group_end without a start is TCOMMS_ERR_INVALID_ARG. */
+TCOMMS_API tcomms_status_t tcomms_group_start(void);
+TCOMMS_API tcomms_status_t tcomms_group_end(void);
+
+/* ---- memory ---------------------------------------------------------------------------------------------------- */
+
+/* Allocate `bytes` of memory suited to the backend serving `type` on `comm` (ncclMemAlloc on NCCL, so buffers can
+ * be registered and used for symmetric windows; page-aligned host memory on CPU backends), and free it with the
+ * same communicator and type. bytes == 0 gives *ptr = NULL. */
+TCOMMS_API tcomms_status_t tcomms_mem_alloc(tcomms_comm_t *comm, tcomms_device_type_t type, size_t bytes,
+                                            void **ptr);
+TCOMMS_API tcomms_status_t tcomms_mem_free(tcomms_comm_t *comm, tcomms_device_type_t type, void *ptr);
+
+enum {
+    TCOMMS_MEM_REG_WINDOW = 1u << 0  /* a symmetric window (ncclCommWindowRegister): collective over comm, every
+                                        rank registering the same size; TCOMMS_ERR_NOT_SUPPORTED where the backend
+                                        or its library version has none */
+};
+
+typedef struct tcomms_mem_reg tcomms_mem_reg_t;
+
+/* Register [buf, buf + bytes) with the backend serving `type` (ncclCommRegister), so operations on it avoid
+ * staging copies. A backend with nothing to register (CPU backends) accepts the call and does nothing. The handle
+ * must be deregistered before the buffer is freed or the communicator destroyed. */
+TCOMMS_API tcomms_status_t tcomms_mem_register(tcomms_comm_t *comm, tcomms_device_type_t type, void *buf,
+                                               size_t bytes, unsigned flags, tcomms_mem_reg_t **reg);
+/* Release a registration; NULL is a no-op. A window deregistration is collective, like its registration. */
+TCOMMS_API tcomms_status_t tcomms_mem_deregister(tcomms_mem_reg_t *reg);
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,8 @@ static void usage(FILE *out)
         "Run one process per rank, e.g. `tcomms-run -n 4 tcomms-perf all_reduce -b 8 -e 128M -f 2`.\n"
         "\n"
         "COLL: all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv\n"
-        "      all_gather_v reduce_scatter_v alltoall_v, or `all` (each in that order, one block each).\n"
+        "      all_gather_v reduce_scatter_v alltoall_v, or `all` (each in that order, one block each), or a\n"
+        "      comma-separated list of them (run in that same order).\n"
         "      sendrecv: each rank sends to rank+1 and receives from rank-1 (N/A on one rank). The v-variants\n"
         "      give rank k a ramp of unequal counts summing to the equal variant's total (see colls.c).\n"
         "      broadcast takes one buffer in tcomms: it is reported in the out-of-place columns.\n"
@@ -41,7 +42,16 @@ static void usage(FILE *out)
         "  -z, --blocking 0|1     0: post every iteration, then wait for all; 1: each call blocks (default 0)\n"
         "  -B, --backend NAME     tcomms backend, e.g. gloo or cpu:gloo (default: TCOMMS_BACKEND, else the\n"
         "                         library's default)\n"
-        "  -D, --device cpu|cuda  where buffers live (default cpu; cuda is not supported by this build yet)\n"
+        "  -D, --device DEV       where buffers live: cpu (default), cuda (the GPU of the local rank, modulo\n"
+        "                         the GPUs visible) or cuda:N. cuda loads the CUDA runtime (libcudart.so.13, .12\n"
+        "                         or libcudart.so; TCOMMS_PERF_CUDART names another) and orders every operation\n"
+        "                         and copy on one stream of this rank (opts.stream); times then include a\n"
+        "                         stream synchronize, and -z 1 synchronizes after each call, as nccl-tests\n"
+        "  -R, --local_register M 0: plain buffers (cudaMalloc); 1: tcomms_mem_alloc + tcomms_mem_register;\n"
+        "                         2: tcomms_mem_alloc + a symmetric window (TCOMMS_MEM_REG_WINDOW) (default 0;\n"
+        "                         cpu accepts and ignores it)\n"
+        "  -G, --cudagraph N      capture the -n iterations in a CUDA graph and time N replays of it (default 0:\n"
+        "                         no graph; cuda only)\n"
         "  -J, --json FILE        also write the results as JSON to FILE (rank 0)\n"
         "  -L, --label TEXT       name of this run in JSON and charts (default: the backend name)\n"
         "  -h, --help             print this help and exit\n"
@@ -118,6 +128,7 @@ static const struct option longopts[] = {
     {"run_cycles", required_argument, NULL, 'N'}, {"blocking", required_argument, NULL, 'z'},
     {"backend", required_argument, NULL, 'B'},    {"device", required_argument, NULL, 'D'},
     {"json", required_argument, NULL, 'J'},       {"label", required_argument, NULL, 'L'},
+    {"local_register", required_argument, NULL, 'R'}, {"cudagraph", required_argument, NULL, 'G'},
     {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
 };
 
@@ -138,6 +149,8 @@ static int option(perf_args_t *a, int c, const char *v, const char **coll)
     case 'a': st = parse_int("-a/--average", v, 0, 3, &a->average); break;
     case 'N': st = parse_int("-N/--run_cycles", v, 0, INT_MAX, &a->cycles); break;
     case 'z': st = parse_int("-z/--blocking", v, 0, 1, &a->blocking); break;
+    case 'R': st = parse_int("-R/--local_register", v, 0, 2, &a->local_register); break;
+    case 'G': st = parse_int("-G/--cudagraph", v, 0, INT_MAX / 2, &a->graph); break;
     case 'd': st = tcomms_dtype_parse(v, &a->dtype) == TCOMMS_SUCCESS ? 0 : lib_bad("-d/--datatype"); break;
     case 'o': st = tcomms_op_parse(v, &a->op) == TCOMMS_SUCCESS ? 0 : lib_bad("-o/--op"); break;
     case 'D': st = tcomms_device_parse(v, &a->device) == TCOMMS_SUCCESS ? 0 : lib_bad("-D/--device"); break;
@@ -149,20 +162,45 @@ static int option(perf_args_t *a, int c, const char *v, const char **coll)
     return st;
 }
 
+/* COLL: a name, a comma-separated list of names, or `all`. */
+static int parse_colls(const char *text, unsigned *colls)
+{
+    char name[64];
+    *colls = 0;
+    for (const char *p = text;; p++) {
+        size_t n = strcspn(p, ",");
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+        const perf_coll_t *c = perf_coll_find(name);
+        if (strcmp(name, "all") == 0)
+            *colls |= (1u << perf_ncolls) - 1;
+        else if (c != NULL && n < sizeof name)
+            *colls |= 1u << (c - perf_colls);
+        else
+            return bad("unknown collective '%.*s' (all_reduce all_gather reduce_scatter broadcast reduce alltoall "
+                       "gather scatter sendrecv all_gather_v reduce_scatter_v alltoall_v all, or a comma-separated "
+                       "list of them)", (int)n, p);
+        p += n;
+        if (*p == '\0')
+            return 0;
+    }
+}
+
 /* Checks that need every option. */
 static int finish(perf_args_t *a, const char *coll)
 {
     if (coll == NULL)
         return bad("no collective given (all_reduce, ..., or all)");
-    if (strcmp(coll, "all") != 0 && (a->coll = perf_coll_find(coll)) == NULL)
-        return bad("unknown collective '%s' (all_reduce all_gather reduce_scatter broadcast reduce alltoall "
-                   "gather scatter sendrecv all_gather_v reduce_scatter_v alltoall_v all)", coll);
+    int st = parse_colls(coll, &a->colls);
+    if (st != 0)
+        return st;
     if (a->min_bytes > a->max_bytes)
         return bad("-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", a->min_bytes, a->max_bytes);
     if (a->min_bytes == 0 && a->step_factor > 1)
         return bad("-b/--minbytes 0 with -f/--stepfactor > 1 never grows");
     if (a->step_bytes == 0 && a->step_factor == 1 && a->min_bytes < a->max_bytes)
         return bad("-i/--stepbytes 0 with -f/--stepfactor 1 never grows");
+    if (a->graph > 0 && a->device.type != TCOMMS_DEVICE_CUDA)
+        return bad("-G/--cudagraph %d needs -D cuda (CUDA graphs capture work on a GPU stream)", a->graph);
     const char *corrupt = getenv("TCOMMS_PERF_CORRUPT");
     a->corrupt = corrupt != NULL && strcmp(corrupt, "1") == 0;
     return -1;
@@ -177,7 +215,7 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a)
     int c;
     optind = 1;
     opterr = 0; /* getopt would name the program by its path; we say it ourselves */
-    while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:N:z:B:D:J:L:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:N:z:B:D:J:L:R:G:h", longopts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return 0;

@@ -10,10 +10,12 @@
 #include "colls.h"
 
 typedef struct perf_args {
-    const perf_coll_t *coll; /* NULL: `all`, every collective in table order */
+    unsigned colls;          /* bit k: perf_colls[k] runs (`all`: every bit); blocks run in table order */
     size_t min_bytes, max_bytes, step_bytes;
     int step_factor;         /* > 1: multiply; 1: add step_bytes */
     int iters, warmup, check, average, cycles, blocking, root;
+    int local_register;      /* -R: 0 plain buffers, 1 registered, 2 symmetric windows (cuda; cpu ignores it) */
+    int graph;               /* -G: CUDA graph replays of the captured iterations (0: none; cuda only) */
     tcomms_dtype_t dtype;
     tcomms_op_t op;
     const char *backend;     /* NULL: TCOMMS_BACKEND, else the library's default */

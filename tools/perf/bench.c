@@ -1,7 +1,9 @@
 /* The sweep of tcomms-perf (see bench.h). Timing is CLOCK_MONOTONIC around the -n iterations of one form, after a
  * barrier; with -z 0 every iteration is posted with a work handle and all are waited for at the end, with -z 1
- * each call blocks. Ranks agree on the time with an all_reduce (float64, per -a) and on the number of wrong
- * elements with another (int64, sum). The check runs once per form after the timing, on fresh data. */
+ * each call blocks. On cuda, as nccl-tests: the clock stops after a stream synchronize, -z 1 synchronizes after
+ * every call, and -G N captures the iterations in a graph and times N replays. Ranks agree on the time with an
+ * all_reduce (float64, per -a) and on the number of wrong elements with another (int64, sum), through a small
+ * buffer where the backend can reach it. The check runs once per form after the timing, on fresh data. */
 #include "bench.h"
 
 #include <math.h>
@@ -15,12 +17,14 @@
 
 typedef struct bench {
     const perf_args_t *a;
-    const perf_mem_t *mem;
+    perf_mem_t *mem;
     perf_ctx_t x;
-    perf_works_t works;  /* room for 2 handles per posted iteration */
-    void *send, *recv;   /* buffers of the current collective, for its largest size; in place uses recv */
-    unsigned char *host; /* host copy of send or receive data, for the fill and the check */
-    size_t *vec;         /* layout scratch of the v-variants */
+    perf_works_t works;     /* room for 2 handles per posted iteration */
+    perf_buf_t send, recv;  /* buffers of the current collective, for its largest size; in place uses recv */
+    perf_buf_t agreed;      /* 2 elements of 8 bytes: what the ranks agree on */
+    unsigned char *host;    /* host copy of send or receive data, for the fill and the check */
+    size_t *vec;            /* layout scratch of the v-variants */
+    int capturing;          /* inside a CUDA graph capture: no synchronize */
 } bench_t;
 
 /* Report a failed tcomms call of `what` and pass its status on. */
@@ -56,14 +60,68 @@ static tcomms_status_t wait_all(bench_t *b)
     return st;
 }
 
+/* A failed step of perf_mem (its message is out): the run ends with a system error. */
+static tcomms_status_t mem_failed(const bench_t *b, const char *what)
+{
+    fprintf(stderr, "tcomms-perf: rank %d: %s: %s memory or stream failed (above)\n", b->x.rank, what,
+            b->mem->name);
+    return TCOMMS_ERR_SYSTEM;
+}
+
+/* The operations ordered so far are done on the device. */
+static tcomms_status_t settle(bench_t *b, const char *what)
+{
+    return b->capturing || perf_mem_sync(b->mem) == 0 ? TCOMMS_SUCCESS : mem_failed(b, what);
+}
+
+/* -z 0: post every iteration, then wait for all; -z 1: each call blocks (and, on cuda, is synchronized). On cuda,
+ * -z 0 makes plain calls: they are stream-ordered and never block the host, which is how nccl-tests enqueues its
+ * iterations, so both sides time the same thing. */
 static tcomms_status_t run_iters(bench_t *b, const perf_coll_t *coll, const perf_layout_t *l, const void *s,
                                  void *r, int iters)
 {
     tcomms_status_t st = TCOMMS_SUCCESS;
-    for (int i = 0; i < iters && st == TCOMMS_SUCCESS; i++)
-        st = coll->run(&b->x, l, s, r, b->a->blocking ? NULL : &b->works);
+    int handles = !b->a->blocking && b->mem->type != TCOMMS_DEVICE_CUDA;
+    for (int i = 0; i < iters && st == TCOMMS_SUCCESS; i++) {
+        st = coll->run(&b->x, l, s, r, handles ? &b->works : NULL);
+        if (st == TCOMMS_SUCCESS && b->a->blocking && b->mem->type == TCOMMS_DEVICE_CUDA)
+            st = settle(b, coll->name);
+    }
     tcomms_status_t wst = wait_all(b);
     return st != TCOMMS_SUCCESS ? st : wst;
+}
+
+/* Every rank is here and nothing of before is still running. */
+static tcomms_status_t barrier(bench_t *b)
+{
+    tcomms_status_t st = tcomms_barrier(b->x.comm, b->x.opts, NULL);
+    if (st != TCOMMS_SUCCESS)
+        return fail(b, "barrier before timing", st);
+    return settle(b, "barrier before timing");
+}
+
+/* -G: capture the iterations, then time `a->graph` replays of them. */
+static tcomms_status_t time_graph(bench_t *b, const perf_coll_t *coll, const perf_layout_t *l, const void *s,
+                                  void *r, const char *what, double *us)
+{
+    void *graph = NULL;
+    if (perf_mem_capture_begin(b->mem) != 0)
+        return mem_failed(b, what);
+    b->capturing = 1;
+    tcomms_status_t st = run_iters(b, coll, l, s, r, b->a->iters);
+    b->capturing = 0;
+    if (perf_mem_capture_end(b->mem, &graph) != 0) /* ends the capture even after a failed post */
+        return st != TCOMMS_SUCCESS ? fail(b, what, st) : mem_failed(b, what);
+    if (st != TCOMMS_SUCCESS)
+        st = fail(b, what, st);
+    else
+        st = barrier(b);
+    double t0 = now_s();
+    if (st == TCOMMS_SUCCESS && (perf_mem_replay(b->mem, graph, b->a->graph) != 0 || perf_mem_sync(b->mem) != 0))
+        st = mem_failed(b, what);
+    *us = (now_s() - t0) * 1e6 / ((double)b->a->iters * b->a->graph);
+    perf_mem_graph_free(graph);
+    return st;
 }
 
 /* Microseconds per operation of one form, as this rank measured it. */
@@ -73,22 +131,17 @@ static tcomms_status_t time_form(bench_t *b, const perf_coll_t *coll, const perf
     tcomms_status_t st = run_iters(b, coll, l, s, r, b->a->warmup);
     if (st != TCOMMS_SUCCESS)
         return fail(b, what, st);
-    if ((st = tcomms_barrier(b->x.comm, NULL, NULL)) != TCOMMS_SUCCESS)
-        return fail(b, "barrier before timing", st);
+    if ((st = barrier(b)) != TCOMMS_SUCCESS)
+        return st;
+    if (b->a->graph > 0)
+        return time_graph(b, coll, l, s, r, what, us);
     double t0 = now_s();
-    st = run_iters(b, coll, l, s, r, b->a->iters);
-    double t1 = now_s();
-    if (st != TCOMMS_SUCCESS)
+    if ((st = run_iters(b, coll, l, s, r, b->a->iters)) != TCOMMS_SUCCESS)
         return fail(b, what, st);
-    *us = (t1 - t0) * 1e6 / b->a->iters;
+    if ((st = settle(b, what)) != TCOMMS_SUCCESS)
+        return st;
+    *us = (now_s() - t0) * 1e6 / b->a->iters;
     return TCOMMS_SUCCESS;
-}
-
-static tcomms_status_t copy_failed(const bench_t *b, const char *what)
-{
-    fprintf(stderr, "tcomms-perf: rank %d: %s: copying between host and %s memory failed\n", b->x.rank, what,
-            b->mem->name);
-    return TCOMMS_ERR_SYSTEM;
 }
 
 /* One checked run of a form: poison the receive data, fill the send data, run, count elements that differ from
@@ -101,17 +154,17 @@ static tcomms_status_t check_form(bench_t *b, const perf_coll_t *coll, const per
     /* A value no correct run leaves behind, so stale data of an earlier run cannot pass for a result. */
     for (size_t i = 0; i < l->recv_elems; i++)
         perf_store(t, b->host, i, nearbyint(coll->expected(x, l, i)) + 37);
-    if (b->mem->upload(r, b->host, l->recv_elems * x->esize) != 0)
-        return copy_failed(b, what);
+    if (perf_mem_upload(b->mem, r, b->host, l->recv_elems * x->esize) != 0)
+        return mem_failed(b, what);
     for (size_t i = 0; i < l->send_elems; i++)
         perf_store(t, b->host, i, perf_send_value(x, coll, x->rank, i));
-    if (b->mem->upload(s, b->host, l->send_elems * x->esize) != 0)
-        return copy_failed(b, what);
+    if (perf_mem_upload(b->mem, s, b->host, l->send_elems * x->esize) != 0)
+        return mem_failed(b, what);
     tcomms_status_t st = coll->run(x, l, s, r, NULL);
     if (st != TCOMMS_SUCCESS)
         return fail(b, what, st);
-    if (b->mem->download(b->host, r, l->recv_elems * x->esize) != 0)
-        return copy_failed(b, what);
+    if (perf_mem_download(b->mem, b->host, r, l->recv_elems * x->esize) != 0) /* ordered after the call */
+        return mem_failed(b, what);
     if (b->a->corrupt && x->rank == 0 && l->recv_elems > 0)
         perf_store(t, b->host, 0, nearbyint(perf_load(t, b->host, 0)) + 64);
     int64_t bad = 0;
@@ -121,26 +174,34 @@ static tcomms_status_t check_form(bench_t *b, const perf_coll_t *coll, const per
     return TCOMMS_SUCCESS;
 }
 
+/* All ranks' v[0..1] combined with `op`, in place, through the agreement buffer (device memory on cuda). */
+static tcomms_status_t agree_on(bench_t *b, void *v, tcomms_dtype_t t, tcomms_op_t op, const char *what)
+{
+    if (perf_mem_upload(b->mem, b->agreed.p, v, 16) != 0)
+        return mem_failed(b, what);
+    tcomms_status_t st = tcomms_all_reduce(b->x.comm, b->agreed.p, b->agreed.p, 2, t, op, b->x.opts, NULL);
+    if (st != TCOMMS_SUCCESS)
+        return fail(b, what, st);
+    return perf_mem_download(b->mem, v, b->agreed.p, 16) == 0 ? TCOMMS_SUCCESS : mem_failed(b, what);
+}
+
 /* Every rank's time per -a (rank 0's, average, minimum, maximum) and the sum of wrong elements. */
 static tcomms_status_t agree(bench_t *b, double t[2], int64_t w[2])
 {
     static const tcomms_op_t time_ops[] = {TCOMMS_SUM, TCOMMS_AVG, TCOMMS_MIN, TCOMMS_MAX};
     if (b->a->average == 0 && b->x.rank != 0)
         t[0] = t[1] = 0; /* -a 0: the sum is rank 0's time */
-    tcomms_status_t st = tcomms_all_reduce(b->x.comm, t, t, 2, TCOMMS_FLOAT64, time_ops[b->a->average], NULL, NULL);
-    if (st != TCOMMS_SUCCESS)
-        return fail(b, "all_reduce of the times", st);
-    st = tcomms_all_reduce(b->x.comm, w, w, 2, TCOMMS_INT64, TCOMMS_SUM, NULL, NULL);
-    return st == TCOMMS_SUCCESS ? st : fail(b, "all_reduce of the wrong counts", st);
+    tcomms_status_t st = agree_on(b, t, TCOMMS_FLOAT64, time_ops[b->a->average], "all_reduce of the times");
+    return st != TCOMMS_SUCCESS ? st : agree_on(b, w, TCOMMS_INT64, TCOMMS_SUM, "all_reduce of the wrong counts");
 }
 
 /* Buffers of form 0 (out of place) or 1 (in place: one buffer, with the send and receive data at offsets). */
 static void locate(const bench_t *b, const perf_coll_t *coll, const perf_layout_t *l, int form, void **s, void **r)
 {
-    unsigned char *base = b->recv;
+    unsigned char *base = b->recv.p;
     if (form == 0) {
-        *r = b->recv;
-        *s = (coll->flags & PERF_ONE_BUFFER) ? b->recv : b->send;
+        *r = b->recv.p;
+        *s = (coll->flags & PERF_ONE_BUFFER) ? b->recv.p : b->send.p;
     } else {
         *s = base + l->send_ip * b->x.esize;
         *r = base + l->recv_ip * b->x.esize;
@@ -198,33 +259,30 @@ static tcomms_status_t one_row(bench_t *b, const perf_coll_t *coll, size_t size,
 
 static void free_buffers(bench_t *b)
 {
-    if (b->send)
-        b->mem->release(b->send);
-    if (b->recv)
-        b->mem->release(b->recv);
+    perf_buf_free(b->mem, &b->recv);
+    perf_buf_free(b->mem, &b->send);
     free(b->host);
-    b->send = b->recv = NULL;
     b->host = NULL;
 }
 
-/* Buffers for the largest extents any size of the sweep gives `coll` on this rank. */
+/* Buffers for the largest extent any size of the sweep gives `coll`. Both get the in-place extent, which holds
+ * every form's send and receive data and is the same on every rank, as symmetric windows (-R 2) need. */
 static tcomms_status_t alloc_buffers(bench_t *b, const perf_coll_t *coll)
 {
-    size_t send = 0, recv = 0, es = b->x.esize;
+    size_t most = 0, es = b->x.esize;
     for (size_t s = b->a->min_bytes; s != PERF_END; s = perf_args_next(b->a, s)) {
         perf_layout_t l = {.vec = b->vec};
         coll->layout(&b->x, s / es, &l);
-        send = l.send_elems > send ? l.send_elems : send;
-        recv = l.recv_elems > recv ? l.recv_elems : recv;
-        recv = l.ip_elems > recv ? l.ip_elems : recv;
+        most = l.ip_elems > most ? l.ip_elems : most;
     }
-    b->send = b->mem->alloc(send * es);
-    b->recv = b->mem->alloc(recv * es);
-    b->host = malloc((send > recv ? send : recv) * es + 1);
-    if (b->send && b->recv && b->host)
+    if (perf_buf_alloc(b->mem, most * es, 1, &b->send) != 0 || perf_buf_alloc(b->mem, most * es, 1, &b->recv) != 0) {
+        free_buffers(b);
+        return mem_failed(b, coll->name);
+    }
+    if ((b->host = malloc(most * es + 1)) != NULL)
         return TCOMMS_SUCCESS;
-    fprintf(stderr, "tcomms-perf: rank %d: %s: out of memory for buffers of %zu and %zu bytes\n", b->x.rank,
-            coll->name, send * es, recv * es);
+    fprintf(stderr, "tcomms-perf: rank %d: %s: out of host memory for %zu bytes\n", b->x.rank, coll->name,
+            most * es);
     free_buffers(b);
     return TCOMMS_ERR_NO_MEMORY;
 }
@@ -242,12 +300,12 @@ static tcomms_status_t one_block(bench_t *b, const perf_coll_t *coll, perf_repor
     return st;
 }
 
-tcomms_status_t perf_bench_run(const perf_args_t *a, tcomms_comm_t *comm, const perf_mem_t *mem, perf_report_t *r,
+tcomms_status_t perf_bench_run(const perf_args_t *a, tcomms_comm_t *comm, perf_mem_t *mem, perf_report_t *r,
                                long long *wrong)
 {
     bench_t b = {.a = a, .mem = mem,
                  .x = {.comm = comm, .root = a->root, .dtype = a->dtype, .op = a->op,
-                       .esize = tcomms_dtype_size(a->dtype)}};
+                       .esize = tcomms_dtype_size(a->dtype), .opts = &mem->opts}};
     tcomms_comm_rank(comm, &b.x.rank);
     tcomms_comm_size(comm, &b.x.nranks);
     *wrong = 0;
@@ -258,10 +316,13 @@ tcomms_status_t perf_bench_run(const perf_args_t *a, tcomms_comm_t *comm, const 
     if (b.works.h == NULL || b.vec == NULL) {
         fprintf(stderr, "tcomms-perf: out of memory\n");
         st = TCOMMS_ERR_NO_MEMORY;
+    } else if (perf_buf_alloc(mem, 16, 0, &b.agreed) != 0) {
+        st = mem_failed(&b, "the agreement buffer");
     }
     for (size_t k = 0; st == TCOMMS_SUCCESS && k < perf_ncolls; k++)
-        if (a->coll == NULL || a->coll == &perf_colls[k])
+        if (a->colls & (1u << k))
             st = one_block(&b, &perf_colls[k], r, wrong);
+    perf_buf_free(mem, &b.agreed);
     free(b.works.h);
     free(b.vec);
     return st;

@@ -9,9 +9,10 @@
 #include "mem.h"
 #include "report.h"
 
-/* Run every block `a` asks for on `comm`, with buffers from `mem`. *wrong gets the number of wrong elements summed
- * over ranks and sizes (the same on every rank). TCOMMS_SUCCESS, or the first error after a message on stderr. */
-tcomms_status_t perf_bench_run(const perf_args_t *a, tcomms_comm_t *comm, const perf_mem_t *mem, perf_report_t *r,
+/* Run every block `a` asks for on `comm`, with buffers and ordering from `mem` (bound to comm). *wrong gets the
+ * number of wrong elements summed over ranks and sizes (the same on every rank). TCOMMS_SUCCESS, or the first
+ * error after a message on stderr. */
+tcomms_status_t perf_bench_run(const perf_args_t *a, tcomms_comm_t *comm, perf_mem_t *mem, perf_report_t *r,
                                long long *wrong);
 
 #endif

@@ -74,7 +74,7 @@ static void lay_all_reduce(const perf_ctx_t *x, size_t c, perf_layout_t *l) { wh
 static tcomms_status_t run_all_reduce(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                       perf_works_t *w)
 {
-    return tcomms_all_reduce(x->comm, s, r, l->count, x->dtype, x->op, NULL, slot(w));
+    return tcomms_all_reduce(x->comm, s, r, l->count, x->dtype, x->op, x->opts, slot(w));
 }
 
 static double exp_reduced(const perf_ctx_t *x, const perf_layout_t *l, size_t i)
@@ -93,7 +93,7 @@ static tcomms_status_t run_broadcast(const perf_ctx_t *x, const perf_layout_t *l
                                      perf_works_t *w)
 {
     (void)s; /* PERF_ONE_BUFFER: the root's data are in r */
-    return tcomms_broadcast(x->comm, r, l->count, x->dtype, x->root, NULL, slot(w));
+    return tcomms_broadcast(x->comm, r, l->count, x->dtype, x->root, x->opts, slot(w));
 }
 
 static double exp_broadcast(const perf_ctx_t *x, const perf_layout_t *l, size_t i)
@@ -111,7 +111,7 @@ static void lay_reduce(const perf_ctx_t *x, size_t c, perf_layout_t *l)
 static tcomms_status_t run_reduce(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                   perf_works_t *w)
 {
-    return tcomms_reduce(x->comm, s, r, l->count, x->dtype, x->op, x->root, NULL, slot(w));
+    return tcomms_reduce(x->comm, s, r, l->count, x->dtype, x->op, x->root, x->opts, slot(w));
 }
 
 static tcomms_status_t run_sendrecv(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
@@ -120,9 +120,9 @@ static tcomms_status_t run_sendrecv(const perf_ctx_t *x, const perf_layout_t *l,
     int next = (x->rank + 1) % x->nranks, prev = (x->rank + x->nranks - 1) % x->nranks;
     tcomms_work_t *pair[2] = {NULL, NULL};
     /* Receive and send are always posted together (a blocking send could wait for the peer's receive). */
-    tcomms_status_t st = tcomms_recv(x->comm, r, l->count, x->dtype, prev, NULL, w ? slot(w) : &pair[0]);
+    tcomms_status_t st = tcomms_recv(x->comm, r, l->count, x->dtype, prev, x->opts, w ? slot(w) : &pair[0]);
     if (st == TCOMMS_SUCCESS)
-        st = tcomms_send(x->comm, s, l->count, x->dtype, next, NULL, w ? slot(w) : &pair[1]);
+        st = tcomms_send(x->comm, s, l->count, x->dtype, next, x->opts, w ? slot(w) : &pair[1]);
     for (int k = 0; k < 2; k++) {
         tcomms_status_t wst = pair[k] ? tcomms_work_wait(pair[k], 0) : TCOMMS_SUCCESS;
         if (st == TCOMMS_SUCCESS)
@@ -152,7 +152,7 @@ static void lay_all_gather(const perf_ctx_t *x, size_t c, perf_layout_t *l)
 static tcomms_status_t run_all_gather(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                       perf_works_t *w)
 {
-    return tcomms_all_gather(x->comm, s, r, l->count, x->dtype, NULL, slot(w));
+    return tcomms_all_gather(x->comm, s, r, l->count, x->dtype, x->opts, slot(w));
 }
 
 static double exp_gathered(const perf_ctx_t *x, const perf_layout_t *l, size_t i)
@@ -173,7 +173,7 @@ static void lay_reduce_scatter(const perf_ctx_t *x, size_t c, perf_layout_t *l)
 static tcomms_status_t run_reduce_scatter(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                           perf_works_t *w)
 {
-    return tcomms_reduce_scatter(x->comm, s, r, l->count, x->dtype, x->op, NULL, slot(w));
+    return tcomms_reduce_scatter(x->comm, s, r, l->count, x->dtype, x->op, x->opts, slot(w));
 }
 
 static double exp_reduce_scatter(const perf_ctx_t *x, const perf_layout_t *l, size_t i)
@@ -191,7 +191,7 @@ static void lay_alltoall(const perf_ctx_t *x, size_t c, perf_layout_t *l)
 static tcomms_status_t run_alltoall(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                     perf_works_t *w)
 {
-    return tcomms_all_to_all(x->comm, s, r, l->count, x->dtype, NULL, slot(w));
+    return tcomms_all_to_all(x->comm, s, r, l->count, x->dtype, x->opts, slot(w));
 }
 
 static double exp_alltoall(const perf_ctx_t *x, const perf_layout_t *l, size_t i)
@@ -209,7 +209,7 @@ static void lay_gather(const perf_ctx_t *x, size_t c, perf_layout_t *l)
 static tcomms_status_t run_gather(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                   perf_works_t *w)
 {
-    return tcomms_gather(x->comm, s, r, l->count, x->dtype, x->root, NULL, slot(w));
+    return tcomms_gather(x->comm, s, r, l->count, x->dtype, x->root, x->opts, slot(w));
 }
 
 static void lay_scatter(const perf_ctx_t *x, size_t c, perf_layout_t *l)
@@ -222,7 +222,7 @@ static void lay_scatter(const perf_ctx_t *x, size_t c, perf_layout_t *l)
 static tcomms_status_t run_scatter(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                    perf_works_t *w)
 {
-    return tcomms_scatter(x->comm, s, r, l->count, x->dtype, x->root, NULL, slot(w));
+    return tcomms_scatter(x->comm, s, r, l->count, x->dtype, x->root, x->opts, slot(w));
 }
 
 static double exp_scatter(const perf_ctx_t *x, const perf_layout_t *l, size_t i)
@@ -244,7 +244,7 @@ static void lay_all_gather_v(const perf_ctx_t *x, size_t c, perf_layout_t *l)
 static tcomms_status_t run_all_gather_v(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                         perf_works_t *w)
 {
-    return tcomms_all_gather_v(x->comm, s, r, l->vec, l->vec + x->nranks, x->dtype, NULL, slot(w));
+    return tcomms_all_gather_v(x->comm, s, r, l->vec, l->vec + x->nranks, x->dtype, x->opts, slot(w));
 }
 
 static double exp_all_gather_v(const perf_ctx_t *x, const perf_layout_t *l, size_t i)
@@ -266,7 +266,7 @@ static void lay_reduce_scatter_v(const perf_ctx_t *x, size_t c, perf_layout_t *l
 static tcomms_status_t run_reduce_scatter_v(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                             perf_works_t *w)
 {
-    return tcomms_reduce_scatter_v(x->comm, s, r, l->vec, x->dtype, x->op, NULL, slot(w));
+    return tcomms_reduce_scatter_v(x->comm, s, r, l->vec, x->dtype, x->op, x->opts, slot(w));
 }
 
 static double exp_reduce_scatter_v(const perf_ctx_t *x, const perf_layout_t *l, size_t i)
@@ -296,7 +296,7 @@ static tcomms_status_t run_alltoall_v(const perf_ctx_t *x, const perf_layout_t *
                                       perf_works_t *w)
 {
     const size_t *counts = l->vec + 2 * (size_t)x->nranks, *displs = l->vec + 3 * (size_t)x->nranks;
-    return tcomms_all_to_all_v(x->comm, s, counts, displs, r, counts, displs, x->dtype, NULL, slot(w));
+    return tcomms_all_to_all_v(x->comm, s, counts, displs, r, counts, displs, x->dtype, x->opts, slot(w));
 }
 
 static double exp_alltoall_v(const perf_ctx_t *x, const perf_layout_t *l, size_t i)

@@ -38,12 +38,9 @@ int main(int argc, char **argv)
     if (status >= 0)
         return status;
     const char *device = tcomms_device_type_name(a.device.type);
-    const perf_mem_t *mem = perf_mem_for(a.device.type);
-    if (mem == NULL) {
-        fprintf(stderr, "tcomms-perf: -D %s: buffers on %s are not supported by this build yet (cpu only)\n",
-                device, device);
+    perf_mem_t mem;
+    if (perf_mem_open(&mem, &a) != 0) /* before any communicator: a missing GPU is said as such */
         return 1;
-    }
     tcomms_comm_t *comm;
     if (create_comm(&a, &comm) != 0)
         return 1;
@@ -51,25 +48,35 @@ int main(int argc, char **argv)
     const char *backend = "unknown";
     tcomms_comm_rank(comm, &rank);
     tcomms_comm_size(comm, &nranks);
-    tcomms_comm_backend(comm, a.device.type, &backend);
+    if (tcomms_comm_backend(comm, a.device.type, &backend) != TCOMMS_SUCCESS && a.device.type != TCOMMS_DEVICE_CPU) {
+        fprintf(stderr, "tcomms-perf: -D %s: no backend of this communicator serves %s buffers: %s (try -B nccl)\n",
+                device, device, tcomms_last_error());
+        tcomms_comm_destroy(comm);
+        return 1;
+    }
     if (a.root >= nranks) {
         if (rank == 0)
             fprintf(stderr, "tcomms-perf: -r/--root %d is out of range: the job has %d rank(s)\n", a.root, nranks);
         tcomms_comm_destroy(comm);
         return 2;
     }
+    if (perf_mem_bind(&mem, comm, rank) != 0) {
+        tcomms_comm_destroy(comm);
+        return 1;
+    }
     perf_report_t report;
     perf_report_init(&report, rank == 0, &a, backend, device, a.label ? a.label : backend, nranks);
     long long wrong = 0;
-    tcomms_status_t st = perf_bench_run(&a, comm, mem, &report, &wrong);
+    tcomms_status_t st = perf_bench_run(&a, comm, &mem, &report, &wrong);
     int json_failed = st == TCOMMS_SUCCESS && a.json != NULL && perf_report_json(&report, a.json) != 0;
     perf_report_free(&report);
     if (st == TCOMMS_SUCCESS && wrong > 0 && rank == 0)
         fprintf(stderr, "tcomms-perf: %lld wrong element(s)\n", wrong);
     fflush(stdout);
     /* Leave together: a launcher stops every rank once one exits non-zero, which must not cut rank 0's output. */
-    if (st == TCOMMS_SUCCESS)
-        tcomms_barrier(comm, NULL, NULL);
+    if (st == TCOMMS_SUCCESS && tcomms_barrier(comm, &mem.opts, NULL) == TCOMMS_SUCCESS)
+        perf_mem_sync(&mem);
     tcomms_comm_destroy(comm);
+    perf_mem_close(&mem);
     return st != TCOMMS_SUCCESS || json_failed || wrong > 0 ? 1 : 0;
 }

@@ -52,7 +52,7 @@ void perf_report_init(perf_report_t *r, int active, const perf_args_t *a, const 
 {
     *r = (perf_report_t){.active = active, .args = a, .backend = backend, .device = device, .label = label,
                          .nranks = nranks, .progress = active && isatty(STDERR_FILENO)};
-    size_t ncolls = a->coll ? 1 : perf_ncolls;
+    size_t ncolls = (size_t)__builtin_popcount(a->colls);
     r->total = a->cycles > 0 ? ncolls * (size_t)a->cycles * perf_args_nsizes(a) : 0;
     if (active)
         printf("# tcomms-perf %s backend %s device %s nranks %d\n", tcomms_version(), backend, device, nranks);
@@ -80,7 +80,8 @@ void perf_report_begin(perf_report_t *r, const perf_coll_t *coll)
         printf("# minBytes %zu maxBytes %zu step: %d(factor)", a->min_bytes, a->max_bytes, a->step_factor);
     else
         printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", a->min_bytes, a->max_bytes, a->step_bytes);
-    printf(" warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n", a->warmup, a->iters, a->check);
+    printf(" warmup iters: %d iters: %d agg iters: 1 validation: %d graph: %d\n", a->warmup, a->iters, a->check,
+           a->graph);
     printf("#\n"
            "#                                                              out-of-place"
            "                       in-place\n"

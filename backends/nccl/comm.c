@@ -1,0 +1,313 @@
+/* NCCL communicators: eager creation (a root from a unique id passed through the tcomms store, a split child with
+ * ncclCommSplit and the child's own hints, non-members of a split with NCCL_SPLIT_NOCOLOR), each followed by a
+ * barrier so the communicator is ready on return; and destruction once its pending operations are over. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tcn.h"
+
+tcomms_status_t tcn_comm_aborted(tcn_comm_t *c, const char *what)
+{
+    return tcn_core->error(TCOMMS_ERR_ABORTED, "nccl %s on '%s': the communicator was aborted after an earlier "
+                           "failure: %s", what, c->name, c->fail_msg[0] ? c->fail_msg : "(no detail)");
+}
+
+static tcomms_status_t comm_new(const tcomms_backend_comm_args_t *args, int device, tcn_comm_t **out)
+{
+    tcn_comm_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return tcn_core->error(TCOMMS_ERR_NO_MEMORY, "nccl: out of memory for a communicator");
+    snprintf(c->name, sizeof(c->name), "%s", args->name ? args->name : "");
+    c->rank = args->rank;
+    c->size = args->size;
+    c->device = device;
+    c->timeout_ms = args->timeout_ms;
+    c->pending.next = c->pending.prev = &c->pending;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->plock, NULL);
+    tcomms_status_t st = tcn_config_build(args->hints, c->name, &c->cfg);
+    if (st != TCOMMS_SUCCESS) {
+        pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->plock);
+        free(c);
+        return st;
+    }
+    c->nonblocking = tcn_config_nonblocking(&c->cfg);
+    *out = c;
+    return TCOMMS_SUCCESS;
+}
+
+/* The internal stream (greatest priority when asked), the barrier buffer, what comm_hint reports. Device set. */
+static tcomms_status_t resources(tcn_comm_t *c)
+{
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&c->prio_least, &c->prio_greatest);
+    if (e != cudaSuccess)
+        return tcn_cuda_error(e, "cudaDeviceGetStreamPriorityRange", c->name);
+    int prio = c->cfg.high_priority ? c->prio_greatest : c->prio_least;
+    if ((e = cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, prio)) != cudaSuccess)
+        return tcn_cuda_error(e, "cudaStreamCreateWithPriority", c->name);
+    if ((e = cudaStreamGetPriority(c->stream, &c->prio)) != cudaSuccess)
+        return tcn_cuda_error(e, "cudaStreamGetPriority", c->name);
+    if ((e = cudaMalloc(&c->one, 16)) != cudaSuccess || (e = cudaMemset(c->one, 0, 16)) != cudaSuccess)
+        return tcn_cuda_error(e, "cudaMalloc/cudaMemset (barrier buffer)", c->name);
+    cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, c->device);
+    return TCOMMS_SUCCESS;
+}
+
+static void release_resources(tcn_comm_t *c)
+{
+    if (c->stream)
+        cudaStreamDestroy(c->stream);
+    if (c->one)
+        cudaFree(c->one);
+    c->stream = NULL;
+    c->one = NULL;
+}
+
+/* Rank 0 makes the id and publishes it under the communicator's prefix; the others read it. */
+static tcomms_status_t exchange_id(tcn_comm_t *c, const tcomms_backend_comm_args_t *args, ncclUniqueId *id)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/uid", args->prefix);
+    if (c->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(id);
+        if (r != ncclSuccess)
+            return tcn_nccl_error(c, r, "ncclGetUniqueId");
+        return tcn_core->store_set(args->store, key, id, sizeof(*id));
+    }
+    void *v = NULL;
+    size_t len = 0;
+    tcomms_status_t st = tcn_core->store_get(args->store, key, &v, &len, args->timeout_ms);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (len == sizeof(*id))
+        memcpy(id, v, sizeof(*id));
+    free(v);
+    if (len != sizeof(*id))
+        return tcn_core->error(TCOMMS_ERR_PROTOCOL, "nccl '%s': store key '%s' holds %zu bytes, not an NCCL "
+                               "unique id (%zu)", c->name, key, len, sizeof(*id));
+    return TCOMMS_SUCCESS;
+}
+
+/* Free a communicator NCCL created but that will not be used (failed init or barrier). */
+static void abandon(tcn_comm_t *c)
+{
+    if (c->nccl)
+        ncclCommAbort(c->nccl);
+    c->nccl = NULL;
+}
+
+/* The result of a creation call: settle a non-blocking one, abort what exists on failure. */
+static tcomms_status_t created(tcn_comm_t *c, ncclComm_t settle_on, ncclResult_t r, uint64_t deadline,
+                               const char *call)
+{
+    if (r == ncclInProgress && settle_on)
+        r = tcn_settle(settle_on, r, deadline);
+    if (r == ncclSuccess)
+        return TCOMMS_SUCCESS;
+    tcomms_status_t st = tcn_nccl_error(c, r, call);
+    abandon(c);
+    return st;
+}
+
+static tcomms_status_t init_root(tcn_comm_t *c, const tcomms_backend_comm_args_t *args)
+{
+    ncclUniqueId id;
+    tcomms_status_t st = exchange_id(c, args, &id);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+    ncclResult_t r = ncclCommInitRankConfig(&c->nccl, c->size, id, c->rank, &c->cfg.nc);
+    return created(c, c->nccl, r, deadline, "ncclCommInitRankConfig");
+}
+
+static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_backend_comm_args_t *args)
+{
+#if TCN_HAS_SPLIT
+    uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+    pthread_mutex_lock(&p->lock);
+    if (p->nccl == NULL || atomic_load(&p->failed)) {
+        pthread_mutex_unlock(&p->lock);
+        return tcn_comm_aborted(p, "split");
+    }
+    /* children of one split have disjoint member lists: the first member's parent rank tells them apart */
+    ncclResult_t r = ncclCommSplit(p->nccl, args->parent_ranks[0], args->rank, &c->nccl, &c->cfg.nc);
+    tcomms_status_t st = created(c, c->nccl ? c->nccl : p->nccl, r, deadline, "ncclCommSplit");
+    pthread_mutex_unlock(&p->lock);
+    return st;
+#else
+    (void)p;
+    (void)args;
+    return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl '%s': split needs ncclCommSplit (NCCL 2.18); this "
+                           "module was built with NCCL %d.%d.%d", c->name, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+#endif
+}
+
+/* A one-element all_reduce on the internal stream, waited for up to the timeout: the communicator is ready on
+ * return, and a member that never arrives is a TIMEOUT here rather than a hang later. */
+static tcomms_status_t barrier(tcn_comm_t *c)
+{
+    cudaEvent_t ev;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        return tcn_cuda_error(e, "cudaEventCreateWithFlags", c->name);
+    uint64_t deadline = tcn_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    ncclResult_t r = ncclAllReduce(c->one, c->one, 1, ncclInt32, ncclSum, c->nccl, c->stream);
+    if (r == ncclInProgress)
+        r = tcn_settle(c->nccl, r, deadline);
+    if (r != ncclSuccess)
+        st = tcn_nccl_error(c, r, "ncclAllReduce (creation barrier)");
+    else if ((e = cudaEventRecord(ev, c->stream)) != cudaSuccess)
+        st = tcn_cuda_error(e, "cudaEventRecord", c->name);
+    for (unsigned round = 0; st == TCOMMS_SUCCESS; round++) {
+        e = cudaEventQuery(ev);
+        if (e == cudaSuccess)
+            break;
+        if (e != cudaErrorNotReady) {
+            st = tcn_cuda_error(e, "cudaEventQuery (creation barrier)", c->name);
+            break;
+        }
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(c->nccl, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+            st = tcn_nccl_error(c, async, "the creation barrier (asynchronous error)");
+        else if (tcn_now_ns() >= deadline)
+            st = tcn_core->error(TCOMMS_ERR_TIMEOUT, "nccl '%s' rank %d: the creation barrier did not complete "
+                                 "within %u ms (a member never joined?)", c->name, c->rank, c->timeout_ms);
+        tcn_backoff(round);
+    }
+    if (st != TCOMMS_SUCCESS)
+        abandon(c); /* lets the kernel exit, so the event can be destroyed */
+    cudaEventDestroy(ev);
+    return st;
+}
+
+static void log_ready(const tcn_comm_t *c, int split)
+{
+    tcn_core->log(TCOMMS_LOG_INFO, "nccl", "'%s': rank %d of %d ready on cuda:%d%s (NCCL %d.%d.%d headers, %s, "
+                  "internal stream priority %d of [%d, %d])", c->name, c->rank, c->size, c->device,
+                  split ? " (split)" : "", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
+                  c->nonblocking ? "non-blocking" : "blocking", c->prio, c->prio_least, c->prio_greatest);
+}
+
+tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm)
+{
+    tcn_comm_t *p = args->parent;
+    int device = p ? p->device : args->device.index, ndev = 0;
+    long watch_ms; /* read before any NCCL call, so a bad value fails every rank alike and early */
+    tcomms_status_t st = tcn_env_long("TCOMMS_NCCL_WATCHDOG_MS", 1, 60000, 100, &watch_ms);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (p == NULL) {
+        cudaError_t e = cudaGetDeviceCount(&ndev);
+        if (e != cudaSuccess || ndev == 0)
+            return e != cudaSuccess ? tcn_cuda_error(e, "cudaGetDeviceCount", args->name)
+                                    : tcn_core->error(TCOMMS_ERR_BACKEND_UNAVAILABLE, "nccl: no CUDA device");
+        device = (device < 0 ? args->local_rank : device) % ndev;
+    } else if (atomic_load(&p->failed)) {
+        return tcn_comm_aborted(p, "split");
+    }
+    tcn_comm_t *c = NULL;
+    st = comm_new(args, device, &c);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    int prev = tcn_device_enter(c);
+    st = resources(c);
+    if (st == TCOMMS_SUCCESS)
+        st = p ? init_split(c, p, args) : init_root(c, args);
+    if (st == TCOMMS_SUCCESS)
+        st = barrier(c);
+    if (st == TCOMMS_SUCCESS)
+        st = tcn_watch_add(c, watch_ms);
+    if (st != TCOMMS_SUCCESS) {
+        abandon(c);
+        release_resources(c);
+        tcn_device_leave(prev);
+        tcn_pool_drain(c);
+        return st;
+    }
+    tcn_device_leave(prev);
+    log_ready(c, p != NULL);
+    *bcomm = c;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm_args_t *args)
+{
+#if TCN_HAS_SPLIT
+    tcn_comm_t *p = parent;
+    tcn_config_t cfg;
+    tcomms_status_t st = tcn_config_build(args->hints, args->name, &cfg);
+    if (st != TCOMMS_SUCCESS)
+        return st; /* the members read the same hints and fail alike, before ncclCommSplit */
+    int prev = tcn_device_enter(p);
+    uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+    pthread_mutex_lock(&p->lock);
+    if (p->nccl == NULL || atomic_load(&p->failed)) {
+        st = tcn_comm_aborted(p, "split");
+    } else {
+        ncclComm_t none = NULL;
+        ncclResult_t r = ncclCommSplit(p->nccl, NCCL_SPLIT_NOCOLOR, p->rank, &none, &cfg.nc);
+        if (r == ncclInProgress)
+            r = tcn_settle(p->nccl, r, deadline);
+        if (r != ncclSuccess)
+            st = tcn_nccl_error(p, r, "ncclCommSplit (NCCL_SPLIT_NOCOLOR)");
+        if (none)
+            ncclCommDestroy(none); /* NCCL gives none to a NOCOLOR rank; never leak one if it did */
+    }
+    pthread_mutex_unlock(&p->lock);
+    tcn_device_leave(prev);
+    return st;
+#else
+    (void)parent;
+    return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl '%s': split needs ncclCommSplit (NCCL 2.18)",
+                           args->name ? args->name : "");
+#endif
+}
+
+/* Wait until the watchdog list is empty: each operation ends by its deadline, when the watchdog aborts the
+ * communicator at the latest; a watchdog that fell behind is covered by failing it here. */
+static void drain_pending(tcn_comm_t *c)
+{
+    for (unsigned round = 0;; round++) {
+        pthread_mutex_lock(&c->plock);
+        tcn_reap(c, 1 << 30);
+        size_t n = c->npending;
+        uint64_t late = n ? c->pending.next->deadline_ns + 5000000000ull : 0;
+        pthread_mutex_unlock(&c->plock);
+        if (n == 0)
+            return;
+        if (tcn_now_ns() > late)
+            tcn_comm_fail(c, TCOMMS_ERR_ABORTED, NULL, "destroyed while an operation was still running 5 s past "
+                          "its timeout");
+        tcn_backoff(round < 256 ? 256 : round);
+    }
+}
+
+tcomms_status_t tcn_comm_destroy(void *bcomm)
+{
+    tcn_comm_t *c = bcomm;
+    int prev = tcn_device_enter(c);
+    drain_pending(c);
+    tcn_watch_remove(c);
+    pthread_mutex_lock(&c->lock);
+    if (c->nccl && c->nonblocking) {
+        ncclResult_t r = ncclCommFinalize(c->nccl);
+        r = tcn_settle(c->nccl, r, tcn_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
+        if (r != ncclSuccess) {
+            tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: ncclCommFinalize: %s; aborting instead", c->name,
+                          c->rank, ncclGetErrorString(r));
+            abandon(c);
+        }
+    }
+    if (c->nccl)
+        ncclCommDestroy(c->nccl);
+    c->nccl = NULL;
+    pthread_mutex_unlock(&c->lock);
+    release_resources(c);
+    tcn_device_leave(prev);
+    tcn_core->log(TCOMMS_LOG_DEBUG, "nccl", "'%s': rank %d destroyed", c->name, c->rank);
+    tcn_pool_drain(c);
+    return TCOMMS_SUCCESS;
+}

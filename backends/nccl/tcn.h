@@ -1,0 +1,183 @@
+/* Internal declarations of the NCCL backend: communicators (an ncclComm_t bound to one GPU, an internal stream, the
+ * operation pool and the list of operations the watchdog follows), operations (work handles: CUDA events), and
+ * the functions the backend's files share. Nothing here is exported from the module (docs/nccl.md). */
+#ifndef TCN_H
+#define TCN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <tcomms/backend.h>
+
+/* ---- what the NCCL headers offer --------------------------------------------------------------------------------
+ * configure requires ncclCommInitRankConfig (2.14); everything newer is guarded here, so the module builds (with
+ * fewer features, reported as not supported) against older NCCL. */
+#ifndef NCCL_VERSION
+#define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#endif
+#define TCN_NCCL_AT_LEAST(x, y) (NCCL_VERSION_CODE >= NCCL_VERSION(x, y, 0))
+#define TCN_HAS_SPLIT TCN_NCCL_AT_LEAST(2, 18)   /* ncclCommSplit, ncclConfig_t.splitShare */
+#define TCN_HAS_MEM TCN_NCCL_AT_LEAST(2, 19)     /* ncclMemAlloc/Free, ncclCommRegister/Deregister */
+#define TCN_HAS_WINDOW TCN_NCCL_AT_LEAST(2, 27)  /* ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC */
+#define TCN_HAS_CONFIG_27 TCN_NCCL_AT_LEAST(2, 27) /* trafficClass, commName, collnetEnable, CTAPolicy, ... */
+#define TCN_HAS_CONFIG_28 TCN_NCCL_AT_LEAST(2, 28) /* nChannelsPerNetPeer, nvlinkCentricSched */
+
+#define TCN_NAME_MAX 64
+
+/* The core's services, set by query() (called once, before any communicator exists). */
+extern const tcomms_core_t *tcn_core;
+
+/* ---- configuration (config.c) --------------------------------------------------------------------------------- */
+
+/* A communicator's ncclConfig_t built from its hints, with what was asked, for comm_hint. Strings live here, so
+ * the struct must not move between tcn_config_build and the NCCL call that reads it. */
+typedef struct tcn_config {
+    ncclConfig_t nc;
+    unsigned given;          /* bit per key of config.c's table: set by a hint */
+    int high_priority;       /* high_priority_stream asked */
+    char net_name[128];
+    char comm_name[128];
+} tcn_config_t;
+
+tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_name, tcn_config_t *cfg);
+/* Does this configuration make NCCL calls non-blocking (they may return ncclInProgress)? */
+int tcn_config_nonblocking(const tcn_config_t *cfg);
+
+/* ---- operations (work.c) -------------------------------------------------------------------------------------- */
+
+typedef struct tcn_comm tcn_comm_t;
+
+enum {
+    TCN_OP_BLOCKING = 1u << 0, /* ran on the caller's stream: already ordered before its later work */
+    TCN_OP_CAPTURED = 1u << 1, /* captured into a CUDA graph: runs at replay, never followed by the watchdog */
+    TCN_OP_RECORDED = 1u << 2, /* its completion event is recorded (false inside an open group) */
+};
+
+typedef struct tcn_op {
+    struct tcn_op *next, *prev; /* the communicator's pending list, or its pool (next only) */
+    struct tcn_op *gnext;       /* this thread's open group, until group end */
+    tcn_comm_t *comm;           /* kept alive by the communicator's count of handed-out operations */
+    cudaEvent_t start, done;    /* start: the caller's stream reached the post; done: the operation finished */
+    cudaStream_t caller, run;   /* the caller's stream, and the stream the operation ran on */
+    void *scratch;              /* stream-ordered scratch (cudaMallocAsync), freed after the launch */
+    uint64_t deadline_ns;       /* posting time + timeout */
+    uint32_t timeout_ms;
+    tcomms_coll_type_t type;
+    unsigned flags;             /* TCN_OP_* */
+    _Atomic int status;         /* tcomms_status_t: TCOMMS_IN_PROGRESS until final */
+    int held;                   /* the caller holds the handle (work_free not called yet) */
+    int watched;                /* on the pending list */
+    int grouped;                /* deferred by an open group: group end finishes it */
+    char msg[256];              /* why it failed */
+} tcn_op_t;
+
+/* An operation for `c` from the pool (or a new one, with its events); guarded internally. `may_reap`: finished
+ * operations may be queried back into an empty pool (not while the caller's stream is capturing). */
+tcomms_status_t tcn_op_get(tcn_comm_t *c, int may_reap, tcn_op_t **out);
+/* After the launch (at once, or at group end): free the scratch, record the completion event, hand the operation
+ * to the watchdog. `launch` is the launch's result: an error marks the operation failed. */
+void tcn_op_finish(tcn_op_t *op, tcomms_status_t launch, const char *why);
+/* Set a final status unless one is set already; returns 1 when this call set it. */
+int tcn_op_settle(tcn_op_t *op, tcomms_status_t st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Pop completed operations off the pending list (c->plock held); at most `max` event queries. */
+void tcn_reap(tcn_comm_t *c, int max);
+/* Operations still handed out when the communicator was destroyed keep it alive; the last one frees it. */
+void tcn_pool_drain(tcn_comm_t *c);
+
+tcomms_status_t tcn_work_test(void *bwork);
+tcomms_status_t tcn_work_wait(void *bwork, uint32_t timeout_ms);
+tcomms_status_t tcn_work_synchronize(void *bwork, uint32_t timeout_ms);
+void tcn_work_free(void *bwork);
+
+/* ---- communicators (comm.c) ----------------------------------------------------------------------------------- */
+
+struct tcn_comm {
+    char name[TCN_NAME_MAX];
+    int rank, size, device;
+    ncclComm_t nccl;            /* NULL once aborted or destroyed */
+    int nonblocking;            /* NCCL calls on it may return ncclInProgress */
+    cudaStream_t stream;        /* internal stream for operations that return a handle */
+    int prio, prio_greatest, prio_least;
+    void *one;                  /* a small device buffer for barriers */
+    tcn_config_t cfg;
+    int cc_major;               /* compute capability, for the defaults comm_hint reports */
+    uint32_t timeout_ms;
+    pthread_mutex_t lock;       /* every NCCL call on `nccl`, and its abort */
+    pthread_mutex_t plock;      /* the pending list, the pool, `out`, `dead` */
+    tcn_op_t pending;           /* sentinel of the operations the watchdog follows, oldest first */
+    size_t npending;
+    tcn_op_t *pool;
+    size_t out;                 /* operations handed out and not back in the pool */
+    int dead;                   /* destroyed: the last operation handed back frees the struct */
+    _Atomic int failed;         /* 0, or the status pending operations got when the communicator failed */
+    char fail_msg[256];
+    tcn_comm_t *wnext, *wprev;  /* the watchdog's registry */
+};
+
+tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm);
+tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm_args_t *args);
+tcomms_status_t tcn_comm_destroy(void *bcomm);
+/* The applied value of a hint (config.c). */
+tcomms_status_t tcn_comm_hint(void *bcomm, const char *key, char *buf, size_t len);
+/* TCOMMS_ERR_ABORTED naming the failure that aborted `c`, for calls made after it. */
+tcomms_status_t tcn_comm_aborted(tcn_comm_t *c, const char *what);
+
+/* ---- operations on a communicator (ops.c), groups (group.c), memory (mem.c) ---------------------------------- */
+
+tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork);
+const char *tcn_coll_name(tcomms_coll_type_t type);
+/* Enqueue `a` on `stream` (c->lock held, device set); *scratch receives a stream-ordered allocation to free after
+ * the launch, if one was needed. */
+tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStream_t stream, void **scratch);
+
+int tcn_group_open(void);
+void tcn_group_defer(tcn_op_t *op);
+tcomms_status_t tcn_group_start(void);
+tcomms_status_t tcn_group_end(void);
+
+tcomms_status_t tcn_mem_alloc(void *bcomm, size_t bytes, void **ptr);
+tcomms_status_t tcn_mem_free(void *bcomm, void *ptr);
+tcomms_status_t tcn_mem_register(void *bcomm, void *buf, size_t bytes, unsigned flags, void **handle);
+tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle);
+
+/* ---- the watchdog (watchdog.c) -------------------------------------------------------------------------------- */
+
+/* Follow / stop following `c`. The thread starts with the first communicator, checking every `ms` (from
+ * TCOMMS_NCCL_WATCHDOG_MS), and ends with the last. */
+tcomms_status_t tcn_watch_add(tcn_comm_t *c, long ms);
+void tcn_watch_remove(tcn_comm_t *c);
+/* Fail `c` once: mark its pending operations (`culprit` gets TCOMMS_ERR_TIMEOUT, the others `st`), abort the
+ * NCCL communicator, and make every later call TCOMMS_ERR_ABORTED. Any thread; never with c->lock held. */
+void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* Check `c`'s asynchronous NCCL error now, failing it on one; returns the status it failed with, or 0. */
+tcomms_status_t tcn_check_async(tcn_comm_t *c);
+
+/* ---- helpers (util.c) ------------------------------------------------------------------------------------------ */
+
+uint64_t tcn_now_ns(void);
+/* Sleep a little while polling: `round` counts the polls so far (spin, then yield, then sleep up to 1 ms). */
+void tcn_backoff(unsigned round);
+/* Make c's device current; returns the device to restore, or -1 when it already was. */
+int tcn_device_enter(const tcn_comm_t *c);
+void tcn_device_leave(int prev);
+/* The tcomms status for a failed CUDA or NCCL call, with a message naming the call and the communicator. */
+tcomms_status_t tcn_cuda_error(cudaError_t err, const char *call, const char *comm_name);
+tcomms_status_t tcn_nccl_error(const tcn_comm_t *c, ncclResult_t res, const char *call);
+/* For a non-blocking communicator: poll ncclCommGetAsyncError while `res` is ncclInProgress, until `deadline_ns`
+ * (ncclInProgress is returned when it passes). */
+ncclResult_t tcn_settle(ncclComm_t comm, ncclResult_t res, uint64_t deadline_ns);
+/* An integer environment variable in [min, max] (`dflt` when unset); TCOMMS_ERR_BAD_ENV naming it if malformed. */
+tcomms_status_t tcn_env_long(const char *name, long min, long max, long dflt, long *out);
+
+#endif

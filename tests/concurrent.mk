@@ -1,0 +1,9 @@
+# Concurrency tests on the CPU backends: several communicators at once, many large collectives in flight.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_concurrent
+TESTS += tests/test_concurrent
+tests_test_concurrent_SOURCES = tests/test_concurrent.c
+tests_test_concurrent_CPPFLAGS = $(mrank_cppflags)
+tests_test_concurrent_CFLAGS = $(mrank_cflags) -pthread
+tests_test_concurrent_LDADD = $(mrank_ldadd) -lpthread
+endif

@@ -1,0 +1,33 @@
+# Device tests (tests/gpu): test_coll_cuda (tests/test_coll.c again, on NCCL with device buffers) and test_nccl,
+# built when configure finds CUDA and NCCL (BUILD_NCCL) and run on a GPU machine by tests/gpu/run.sh. make check
+# runs run.sh too: without a GPU (or without the NCCL build) every program exits 77, so it counts as skipped.
+# -no-install links real binaries instead of libtool wrappers, so a build tree carried to a GPU machine without
+# libtool runs them (run.sh sets LD_LIBRARY_PATH).
+TESTS += tests/gpu/run.sh
+EXTRA_DIST += tests/gpu/run.sh
+AM_TESTS_ENVIRONMENT += TCOMMS_GPU_BUILD='$(abs_top_builddir)'; export TCOMMS_GPU_BUILD; \
+	TCOMMS_GPU_CUDA_LDFLAGS='$(CUDA_LDFLAGS)'; export TCOMMS_GPU_CUDA_LDFLAGS;
+
+if BUILD_NCCL
+if HAVE_CHECK
+gpu_cppflags = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+gpu_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
+gpu_ldadd = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS) -lm $(CUDA_LDFLAGS) -lcudart
+gpu_util_sources = tests/gpu/gpu_util.c tests/gpu/gpu_util.h
+
+check_PROGRAMS += tests/gpu/test_coll_cuda tests/gpu/test_nccl
+
+tests_gpu_test_coll_cuda_SOURCES = tests/test_coll.c tests/gpu/mirror.c tests/gpu/mirror.h $(gpu_util_sources)
+tests_gpu_test_coll_cuda_CPPFLAGS = $(gpu_cppflags) -DTC_TEST_CUDA
+tests_gpu_test_coll_cuda_CFLAGS = $(gpu_cflags)
+tests_gpu_test_coll_cuda_LDFLAGS = -no-install
+tests_gpu_test_coll_cuda_LDADD = $(gpu_ldadd)
+
+tests_gpu_test_nccl_SOURCES = tests/gpu/test_nccl.c tests/gpu/nccl_cases.c tests/gpu/nccl_streams.c \
+	tests/gpu/nccl_cases.h $(gpu_util_sources)
+tests_gpu_test_nccl_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_test_nccl_CFLAGS = $(gpu_cflags)
+tests_gpu_test_nccl_LDFLAGS = -no-install
+tests_gpu_test_nccl_LDADD = $(gpu_ldadd)
+endif
+endif

@@ -1,0 +1,390 @@
+/* test_nccl's rank functions for creation and routing: eager init and device binding, split with the child's own
+ * hints, parents bound to cpu (NOT_BOUND), a mixed cpu+cuda communicator, grouped send/recv, and registration.
+ * Expected values come from nt_in_value/nt_sum_value (small integers) and from NCCL defaults read off a plain root. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mrank.h"
+#include "gpu_util.h"
+#include "nccl_cases.h"
+
+/* ---- eager init and binding ----------------------------------------------------------------------------------- */
+
+static int expect_device(tcomms_comm_t *comm, int rank, int index)
+{
+    tcomms_device_t d = {TCOMMS_DEVICE_CPU, 0};
+    const char *name = NULL;
+    int bad = nt_expect(tcomms_comm_device(comm, &d), TCOMMS_SUCCESS, rank, "tcomms_comm_device") ||
+              nt_expect(tcomms_comm_backend(comm, TCOMMS_DEVICE_CUDA, &name), TCOMMS_SUCCESS, rank,
+                        "tcomms_comm_backend(cuda)");
+    if (!bad && (d.type != TCOMMS_DEVICE_CUDA || d.index != index))
+        bad = mrank_failf("FAIL rank %d: bound to device type %d index %d, expected cuda:%d", rank, (int)d.type,
+                          d.index, index);
+    if (!bad && strcmp(name, "nccl") != 0)
+        bad = mrank_failf("FAIL rank %d: cuda served by %s, expected nccl", rank, name);
+    return bad;
+}
+
+/* Creation ends with a barrier, so the first collective needs no lazy setup; cuda:-1 resolves to local_rank and an
+ * explicit cuda:N (here the reverse of the rank order) is honoured. */
+int nt_eager_init(int rank, int size, void *arg)
+{
+    (void)arg;
+    int fails = 0, dev = rank % gpu_count, rdev = (size - 1 - rank) % gpu_count;
+    tcomms_comm_t *c = NULL;
+    if (gpu_bind(dev) || nt_create(&c, "nccl", -1, NULL, NULL))
+        return 1;
+    fails += expect_device(c, rank, dev);
+    fails += nt_all_reduce_check(c, rank, size, 1024, "all_reduce right after creation on cuda:-1");
+    fails += nt_destroy(c, rank);
+    if (gpu_bind(rdev) || nt_create(&c, "nccl", rdev, NULL, NULL))
+        return fails + 1;
+    fails += expect_device(c, rank, rdev);
+    fails += nt_all_reduce_check(c, rank, size, 4096, "all_reduce right after creation on an explicit cuda:N");
+    return fails + nt_destroy(c, rank);
+}
+
+/* ---- split with hints ----------------------------------------------------------------------------------------- */
+
+static const char *const hint_keys[] = {"high_priority_stream", "min_ctas", "max_ctas", "cga_cluster_size"};
+static const char *const hint_wanted[] = {"1", "3", "5", "2"};
+#define NHINTS 4
+
+/* Hint values compared by meaning: booleans as 0/1, numbers as numbers, anything else as text. */
+static void normalise(const char *v, char *out, size_t len)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+    for (int k = 0; k < 4; k++) {
+        if (strcmp(v, yes[k]) == 0 || strcmp(v, no[k]) == 0) {
+            snprintf(out, len, "%d", strcmp(v, yes[k]) == 0);
+            return;
+        }
+    }
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*v && !*end)
+        snprintf(out, len, "%ld", n);
+    else
+        snprintf(out, len, "%s", v);
+}
+
+static int read_hints(tcomms_comm_t *comm, int rank, const char *who, char vals[NHINTS][64])
+{
+    int bad = 0;
+    for (int k = 0; k < NHINTS; k++) {
+        char raw[64] = "";
+        tcomms_status_t st = tcomms_comm_hint(comm, TCOMMS_DEVICE_CUDA, hint_keys[k], raw, sizeof raw);
+        if (st != TCOMMS_SUCCESS)
+            bad |= mrank_failf("FAIL rank %d: %s: tcomms_comm_hint(%s) returned %s (%s)", rank, who, hint_keys[k],
+                               tcomms_strerror(st), tcomms_last_error());
+        normalise(raw, vals[k], 64);
+    }
+    return bad;
+}
+
+/* want == NULL: the requested hint_wanted values; otherwise the values in want (defaults read elsewhere). */
+static int expect_hints(tcomms_comm_t *comm, int rank, const char *who, char want[NHINTS][64])
+{
+    char got[NHINTS][64], w[64];
+    int bad = read_hints(comm, rank, who, got);
+    for (int k = 0; !bad && k < NHINTS; k++) {
+        if (want)
+            snprintf(w, sizeof w, "%s", want[k]);
+        else
+            normalise(hint_wanted[k], w, sizeof w);
+        if (strcmp(got[k], w) != 0)
+            bad |= mrank_failf("FAIL rank %d: %s: hint %s is %s, expected %s", rank, who, hint_keys[k], got[k], w);
+    }
+    return bad;
+}
+
+static tcomms_hints_t *wanted_hints(void)
+{
+    tcomms_hints_t *h = NULL;
+    if (tcomms_hints_create(&h) != TCOMMS_SUCCESS)
+        return NULL;
+    for (int k = 0; k < NHINTS; k++) {
+        if (tcomms_hints_set(h, hint_keys[k], hint_wanted[k]) != TCOMMS_SUCCESS) {
+            mrank_logf("FAIL: tcomms_hints_set(%s, %s): %s", hint_keys[k], hint_wanted[k], tcomms_last_error());
+            tcomms_hints_free(h);
+            return NULL;
+        }
+    }
+    return h;
+}
+
+/* Split of `parent` over all ranks (members) or its first half (the rest are non-members, NCCL_SPLIT_NOCOLOR);
+ * checks the child's hints against want (NULL: the requested ones) and runs an all_reduce on it. */
+static int split_and_check(tcomms_comm_t *parent, int rank, int size, int half, const tcomms_hints_t *hints,
+                           char want[NHINTS][64], const char *who)
+{
+    int ranks[8], n = half ? size / 2 : size;
+    for (int k = 0; k < n; k++)
+        ranks[k] = k;
+    int member = rank < n;
+    tcomms_comm_t *child = NULL;
+    if (nt_expect(tcomms_comm_split(parent, ranks, member ? n : 0, "child", hints, &child), TCOMMS_SUCCESS, rank,
+                  who))
+        return 1;
+    if (!member)
+        return child ? mrank_failf("FAIL rank %d: %s: a non-member got a communicator", rank, who) : 0;
+    if (!child)
+        return mrank_failf("FAIL rank %d: %s: a member got no communicator", rank, who);
+    int bad = expect_hints(child, rank, who, want) + nt_all_reduce_check(child, rank, n, 2048, who);
+    return bad + nt_destroy(child, rank);
+}
+
+int nt_split_hints(int rank, int size, void *arg)
+{
+    (void)arg;
+    char defaults[NHINTS][64];
+    tcomms_hints_t *h = wanted_hints();
+    tcomms_comm_t *plain = NULL, *hinted = NULL;
+    if (!h || gpu_bind(rank % gpu_count) || nt_create(&plain, "nccl", -1, NULL, NULL)) {
+        tcomms_hints_free(h);
+        return 1;
+    }
+    /* NCCL's defaults, as a root created without hints reports them. */
+    int fails = read_hints(plain, rank, "root without hints", defaults);
+    if (!fails) {
+        fails += split_and_check(plain, rank, size, 0, h, NULL, "split with hints");
+        fails += split_and_check(plain, rank, size, 1, NULL, defaults, "half split without hints");
+    }
+    fails += nt_destroy(plain, rank);
+    if (!fails && nt_create(&hinted, "nccl", -1, h, NULL) == 0) {
+        fails += expect_hints(hinted, rank, "root with hints", NULL);
+        fails += split_and_check(hinted, rank, size, 0, NULL, defaults, "split of a hinted parent, no hints");
+        fails += split_and_check(hinted, rank, size, 1, h, NULL, "half split of a hinted parent with hints");
+        fails += nt_destroy(hinted, rank);
+    } else if (!fails) {
+        fails++;
+    }
+    tcomms_hints_free(h);
+    return fails;
+}
+
+/* ---- parents bound to cpu ------------------------------------------------------------------------------------- */
+
+static int unbound_one(const char *selection, int rank, int size)
+{
+    tcomms_comm_t *c = NULL, *child = NULL;
+    tcomms_status_t st;
+    int device_only = strcmp(selection, "cuda:nccl") == 0;
+    if (device_only) { /* nothing would serve the bound device (cpu): creation itself is refused, by name */
+        if (!nt_create(&c, selection, NT_ON_CPU, NULL, &st))
+            return mrank_failf("FAIL rank %d: creating a cpu-bound communicator with only 'cuda:nccl' succeeded",
+                               rank) + nt_destroy(c, rank);
+        return nt_expect(st, TCOMMS_ERR_NO_BACKEND_FOR_DEVICE, rank, "a cpu-bound communicator with 'cuda:nccl'");
+    }
+    if (nt_create(&c, selection, NT_ON_CPU, NULL, &st)) {
+        if (st == TCOMMS_ERR_BACKEND_UNAVAILABLE) {
+            if (rank == 0)
+                mrank_logf("SKIP test_nccl unbound %s: %s", selection, tcomms_last_error());
+            return 0;
+        }
+        return nt_expect(st, TCOMMS_SUCCESS, rank, selection);
+    }
+    int fails = 0, ranks[8];
+    char buf[64];
+    const char *name = NULL;
+    for (int k = 0; k < size; k++)
+        ranks[k] = k;
+    fails += nt_expect(tcomms_comm_backend(c, TCOMMS_DEVICE_CUDA, &name), TCOMMS_SUCCESS, rank,
+                       "tcomms_comm_backend(cuda) on a cpu-bound communicator");
+    fails += nt_expect(tcomms_comm_hint(c, TCOMMS_DEVICE_CUDA, "min_ctas", buf, sizeof buf), TCOMMS_ERR_NOT_BOUND,
+                       rank, "tcomms_comm_hint(cuda) on a cpu-bound communicator");
+    float *d = NULL;
+    if (gpu_alloc_f32(&d, 64) == 0) {
+        tcomms_op_opts_t o = {TCOMMS_OP_OPT_DEVICE_TYPE, 0, NULL, TCOMMS_DEVICE_CUDA};
+        st = tcomms_all_reduce(c, d, d, 64, TCOMMS_FLOAT32, TCOMMS_SUM, &o, NULL);
+        fails += nt_expect(st, TCOMMS_ERR_NOT_BOUND, rank, "a cuda all_reduce on a cpu-bound communicator");
+        if (st == TCOMMS_ERR_NOT_BOUND && !strstr(tcomms_last_error(), "cuda"))
+            fails += mrank_failf("FAIL rank %d: NOT_BOUND message does not say to bind to cuda: %s", rank,
+                                 tcomms_last_error());
+        CU(cudaFree(d));
+    }
+    fails += nt_expect(tcomms_comm_split(c, ranks, size, "child", NULL, &child), TCOMMS_ERR_NOT_BOUND, rank,
+                       "tcomms_comm_split of a cpu-bound parent");
+    fails += nt_expect(tcomms_comm_split_color(c, 0, rank, "child", NULL, &child), TCOMMS_ERR_NOT_BOUND, rank,
+                       "tcomms_comm_split_color of a cpu-bound parent");
+    if (child)
+        fails += mrank_failf("FAIL rank %d: a failed split returned a communicator", rank);
+    { /* the CPU backend still works */
+        double v = rank + 1, want = size * (size + 1) / 2.0;
+        fails += nt_expect(tcomms_all_reduce(c, &v, &v, 1, TCOMMS_FLOAT64, TCOMMS_SUM, NULL, NULL), TCOMMS_SUCCESS,
+                           rank, "a host all_reduce on the cpu backend of a cpu-bound mixed communicator");
+        if (v != want)
+            fails += mrank_failf("FAIL rank %d: host all_reduce gave %g, expected %g", rank, v, want);
+    }
+    return fails + nt_destroy(c, rank);
+}
+
+int nt_unbound(int rank, int size, void *arg)
+{
+    (void)arg;
+    char mixed[64];
+    if (gpu_bind(rank % gpu_count))
+        return 1;
+    int fails = unbound_one("cuda:nccl", rank, size);
+    if (*cpu_backend) {
+        snprintf(mixed, sizeof mixed, "cpu:%s,cuda:nccl", cpu_backend);
+        fails += unbound_one(mixed, rank, size);
+    } else if (rank == 0) {
+        mrank_logf("SKIP test_nccl unbound cpu:<cpu>,cuda:nccl: TCOMMS_TEST_CPU_BACKEND is empty");
+    }
+    return fails;
+}
+
+/* ---- mixed cpu + cuda ----------------------------------------------------------------------------------------- */
+
+int nt_mixed(int rank, int size, void *arg)
+{
+    (void)arg;
+    char sel[64];
+    if (!*cpu_backend) {
+        if (rank == 0)
+            mrank_logf("SKIP test_nccl mixed: TCOMMS_TEST_CPU_BACKEND is empty");
+        return 0;
+    }
+    snprintf(sel, sizeof sel, "cpu:%s,cuda:nccl", cpu_backend);
+    tcomms_comm_t *c = NULL;
+    tcomms_status_t st;
+    if (gpu_bind(rank % gpu_count))
+        return 1;
+    if (nt_create(&c, sel, -1, NULL, &st)) {
+        if (st == TCOMMS_ERR_BACKEND_UNAVAILABLE) {
+            if (rank == 0)
+                mrank_logf("SKIP test_nccl mixed %s: %s", sel, tcomms_last_error());
+            return 0;
+        }
+        return nt_expect(st, TCOMMS_SUCCESS, rank, sel);
+    }
+    int fails = 0;
+    const char *cpu_name = NULL, *cuda_name = NULL;
+    fails += nt_expect(tcomms_comm_backend(c, TCOMMS_DEVICE_CPU, &cpu_name), TCOMMS_SUCCESS, rank, "backend(cpu)");
+    fails += nt_expect(tcomms_comm_backend(c, TCOMMS_DEVICE_CUDA, &cuda_name), TCOMMS_SUCCESS, rank, "backend(cuda)");
+    if (!fails && (strcmp(cpu_name, cpu_backend) != 0 || strcmp(cuda_name, "nccl") != 0))
+        fails += mrank_failf("FAIL rank %d: %s serves cpu by %s and cuda by %s", rank, sel, cpu_name, cuda_name);
+    /* Host buffer through the CPU backend, by opts.device_type. */
+    enum { N = 1000 };
+    static float host[N];
+    nt_vals_t v = {rank, size, 7};
+    for (size_t i = 0; i < N; i++)
+        host[i] = (float)nt_in_value(i, &v);
+    tcomms_op_opts_t o = {TCOMMS_OP_OPT_DEVICE_TYPE, 0, NULL, TCOMMS_DEVICE_CPU};
+    fails += nt_expect(tcomms_all_reduce(c, host, host, N, TCOMMS_FLOAT32, TCOMMS_SUM, &o, NULL), TCOMMS_SUCCESS,
+                       rank, "host all_reduce on a mixed communicator bound to cuda");
+    for (size_t i = 0, shown = 0; i < N; i++)
+        if ((double)host[i] != nt_sum_value(i, &v) && shown++ < 3)
+            fails += mrank_failf("FAIL rank %d: mixed host all_reduce [%zu] = %g, expected %g", rank, i,
+                                 (double)host[i], nt_sum_value(i, &v));
+    /* Device buffer through nccl, the bound device's default. */
+    fails += nt_all_reduce_check(c, rank, size, N, "device all_reduce on a mixed communicator");
+    return fails + nt_destroy(c, rank);
+}
+
+/* ---- grouped point-to-point and coalesced collectives --------------------------------------------------------- */
+
+static double ring_value(size_t i, const void *arg)
+{
+    return (double)((*(const int *)arg * 37 + (int)(i % 97)) % 97 + 1);
+}
+
+/* 1 MiB blocking send to next and receive from prev inside one group: without the group every rank's send would
+ * be ordered before its receive; then two in-place all_reduces coalesced in one group. */
+int nt_group_ring(int rank, int size, void *arg)
+{
+    (void)arg;
+    const size_t n = (1u << 20) / sizeof(float);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    tcomms_comm_t *c = NULL;
+    float *s = NULL, *r = NULL;
+    if (gpu_bind(rank % gpu_count) || nt_create(&c, "nccl", -1, NULL, NULL))
+        return 1;
+    int fails = gpu_alloc_f32(&s, n) || gpu_alloc_f32(&r, n) || gpu_fill_f32(s, n, ring_value, &rank);
+    if (!fails) {
+        fails += nt_expect(tcomms_group_start(), TCOMMS_SUCCESS, rank, "tcomms_group_start");
+        fails += nt_expect(tcomms_send(c, s, n, TCOMMS_FLOAT32, next, NULL, NULL), TCOMMS_SUCCESS, rank, "send");
+        fails += nt_expect(tcomms_recv(c, r, n, TCOMMS_FLOAT32, prev, NULL, NULL), TCOMMS_SUCCESS, rank, "recv");
+        fails += nt_expect(tcomms_group_end(), TCOMMS_SUCCESS, rank, "tcomms_group_end of the ring");
+        fails += CU(cudaStreamSynchronize(0));
+        fails += gpu_expect_f32(r, n, ring_value, &prev, "grouped ring: received from prev");
+    }
+    nt_vals_t v = {rank, size, 0};
+    if (!fails) {
+        fails += gpu_fill_f32(s, n, nt_in_value, &v) + gpu_fill_f32(r, 1000, nt_in_value, &v);
+        fails += nt_expect(tcomms_group_start(), TCOMMS_SUCCESS, rank, "tcomms_group_start");
+        fails += nt_expect(tcomms_all_reduce(c, s, s, n, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL), TCOMMS_SUCCESS,
+                           rank, "all_reduce in a group");
+        fails += nt_expect(tcomms_all_reduce(c, r, r, 1000, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL), TCOMMS_SUCCESS,
+                           rank, "second all_reduce in a group");
+        fails += nt_expect(tcomms_group_end(), TCOMMS_SUCCESS, rank, "tcomms_group_end of two all_reduces");
+        fails += CU(cudaStreamSynchronize(0));
+        fails += gpu_expect_f32(s, n, nt_sum_value, &v, "first coalesced all_reduce");
+        fails += gpu_expect_f32(r, 1000, nt_sum_value, &v, "second coalesced all_reduce");
+    }
+    CU(cudaFree(s));
+    CU(cudaFree(r));
+    return fails + nt_destroy(c, rank);
+}
+
+/* ---- registration --------------------------------------------------------------------------------------------- */
+
+/* Register buf (flags), use it in an in-place all_reduce, deregister. A window registration may be NOT_SUPPORTED
+ * only where libnccl.so.2 is older than 2.27. */
+static int registered_all_reduce(tcomms_comm_t *c, int rank, int size, float *buf, size_t n, unsigned flags)
+{
+    const char *what = flags & TCOMMS_MEM_REG_WINDOW ? "window registration" : "registration";
+    tcomms_mem_reg_t *reg = NULL;
+    tcomms_status_t st = tcomms_mem_register(c, TCOMMS_DEVICE_CUDA, buf, n * sizeof(float), flags, &reg);
+    if (st == TCOMMS_ERR_NOT_SUPPORTED && (flags & TCOMMS_MEM_REG_WINDOW)) {
+        int version = gpu_nccl_version();
+        if (version >= 0 && version < 22700) {
+            if (rank == 0)
+                mrank_logf("SKIP test_nccl window registration: NCCL %d has none (%s)", version, tcomms_last_error());
+            return 0;
+        }
+        return mrank_failf("FAIL rank %d: window registration NOT_SUPPORTED with NCCL version code %d (%s)", rank,
+                           version, tcomms_last_error());
+    }
+    if (nt_expect(st, TCOMMS_SUCCESS, rank, what))
+        return 1;
+    nt_vals_t v = {rank, size, flags ? 2 : 1};
+    int fails = gpu_fill_f32(buf, n, nt_in_value, &v);
+    fails += nt_expect(tcomms_all_reduce(c, buf, buf, n, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL), TCOMMS_SUCCESS,
+                       rank, what);
+    fails += CU(cudaStreamSynchronize(0));
+    fails += gpu_expect_f32(buf, n, nt_sum_value, &v, what);
+    return fails + nt_expect(tcomms_mem_deregister(reg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
+}
+
+int nt_registration(int rank, int size, void *arg)
+{
+    (void)arg;
+    const size_t n = 1u << 18;
+    tcomms_comm_t *c = NULL;
+    void *p = NULL;
+    if (gpu_bind(rank % gpu_count) || nt_create(&c, "nccl", -1, NULL, NULL))
+        return 1;
+    int fails = nt_expect(tcomms_mem_alloc(c, TCOMMS_DEVICE_CUDA, n * sizeof(float), &p), TCOMMS_SUCCESS, rank,
+                          "tcomms_mem_alloc(cuda)");
+    if (!fails) {
+        struct cudaPointerAttributes at;
+        memset(&at, 0, sizeof at);
+        fails += CU(cudaPointerGetAttributes(&at, p));
+        if (!fails && at.type != cudaMemoryTypeDevice)
+            fails += mrank_failf("FAIL rank %d: tcomms_mem_alloc(cuda) gave memory of type %d", rank, (int)at.type);
+        fails += registered_all_reduce(c, rank, size, p, n, 0);
+        fails += registered_all_reduce(c, rank, size, p, n, TCOMMS_MEM_REG_WINDOW);
+        fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, p), TCOMMS_SUCCESS, rank, "tcomms_mem_free");
+    }
+    /* A plain cudaMalloc buffer can be registered too. */
+    float *d = NULL;
+    if (!fails && gpu_alloc_f32(&d, n) == 0) {
+        fails += registered_all_reduce(c, rank, size, d, n, 0);
+        CU(cudaFree(d));
+    }
+    return fails + nt_destroy(c, rank);
+}

@@ -1,0 +1,46 @@
+/* The rank functions of test_nccl (one per Check test, run in every forked rank) and the helpers they share.
+ * nccl_cases.c: init, split, binding, mixed, groups, registration; nccl_streams.c: streams, graphs, timeouts. */
+#ifndef TESTS_GPU_NCCL_CASES_H
+#define TESTS_GPU_NCCL_CASES_H
+
+#include <stddef.h>
+#include <tcomms/tcomms.h>
+
+#define NT_OP_TIMEOUT_MS 60000u /* the communicators' default: a broken rank fails the others, never hangs them */
+#define NT_ON_CPU (-1000)       /* nt_create: bind to cpu instead of a cuda index */
+
+/* The CPU backend for mixed selections ("cpu:<it>,cuda:nccl"): TCOMMS_TEST_CPU_BACKEND, default gloo; "" = none. */
+extern const char *cpu_backend;
+
+/* 0 when got == want; otherwise log (rank, what, both statuses, the library's message) and return 1. */
+int nt_expect(tcomms_status_t got, tcomms_status_t want, int rank, const char *what);
+
+/* Create a root on cuda:cuda_index (or cpu with NT_ON_CPU) with `backend` and optional hints. 0 on success; on
+ * failure 1, logged unless `status` is given (then *status says why, for callers that may skip). */
+int nt_create(tcomms_comm_t **out, const char *backend, int cuda_index, const tcomms_hints_t *hints,
+              tcomms_status_t *status);
+/* Destroy (NULL is fine); 1 when destroy failed. */
+int nt_destroy(tcomms_comm_t *comm, int rank);
+
+/* Input of rank `rank` at element i in round `rep`, and the sum over `size` ranks (small integers: exact). */
+typedef struct nt_vals {
+    int rank, size, rep;
+} nt_vals_t;
+double nt_in_value(size_t i, const void *arg);
+double nt_sum_value(size_t i, const void *arg);
+
+/* A blocking in-place float sum of n elements on the legacy stream, synchronised and checked. 0 when right. */
+int nt_all_reduce_check(tcomms_comm_t *comm, int rank, int size, size_t n, const char *what);
+
+/* Rank functions (mrank_fn_t): arg is 4096 shared bytes, zeroed, for host barriers. */
+int nt_eager_init(int rank, int size, void *arg);
+int nt_split_hints(int rank, int size, void *arg);
+int nt_unbound(int rank, int size, void *arg);
+int nt_mixed(int rank, int size, void *arg);
+int nt_group_ring(int rank, int size, void *arg);
+int nt_registration(int rank, int size, void *arg);
+int nt_stream_semantics(int rank, int size, void *arg);
+int nt_graph_capture(int rank, int size, void *arg);
+int nt_peer_timeout(int rank, int size, void *arg);
+
+#endif

@@ -1,0 +1,117 @@
+#!/bin/bash
+# Runs the GPU tests of issue 5 from the repository root with a carried build: test_coll_cuda (the shared table on
+# NCCL, 2 ranks and 4 when 4 GPUs are visible) and test_nccl. Prints each program's result, the SKIP lines inside
+# it, and "N passed, N failed, N skipped"; logs go to $OUT/gpu-tests when OUT is set. Also run by make check, where
+# without a GPU every program skips (exit 77). Exit: 0 none failed, 1 some failed, 77 all skipped.
+#   TCOMMS_GPU_BUILD   build directory holding tests/gpu/test_* (default: _gpu/build)
+#   TCOMMS_GPU_PREFIX  install prefix with lib/ and lib/tcomms/ (default: use the build tree's .libs)
+#   TCOMMS_TEST_CPU_BACKEND  CPU backend for the mixed tests (default: gloo, else ucx, whichever loads)
+set -u
+
+build=${TCOMMS_GPU_BUILD:-$PWD/_gpu/build}
+prefix=${TCOMMS_GPU_PREFIX:-}
+if [ -n "$prefix" ]; then
+    libdirs="$prefix/lib"
+    moddirs="$prefix/lib/tcomms"
+else
+    libdirs="$build/lib/.libs"
+    moddirs="$build/backends/nccl/.libs:$build/backends/gloo/.libs:$build/backends/ucx/.libs"
+fi
+cudalibs=""
+for flag in ${TCOMMS_GPU_CUDA_LDFLAGS:-}; do
+    case $flag in -L*) cudalibs="$cudalibs:${flag#-L}" ;; esac
+done
+cudalibs="${cudalibs#:}${cudalibs:+:}${CUDA_HOME:-/usr/local/cuda}/lib64"
+export LD_LIBRARY_PATH="$libdirs:$cudalibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TCOMMS_BACKEND_PATH="$moddirs"
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+
+passed=0 failed=0 skipped=0
+if [ -n "${OUT:-}" ]; then
+    logdir="$OUT/gpu-tests"
+    mkdir -p "$logdir"
+else
+    logdir=$(mktemp -d "${TMPDIR:-/tmp}/tcomms-gpu-tests.XXXXXX")
+    trap '[ "$failed" -eq 0 ] && rm -rf "$logdir"' EXIT # kept only when something failed
+fi
+
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+fi
+echo "tcomms GPU tests, $(date -u '+%Y-%m-%d %H:%M UTC'), build $build, modules $moddirs, logs $logdir"
+if [ "$gpus" -gt 0 ]; then
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+        sed 's/^/  GPU /'
+else
+    echo "  nvidia-smi lists no GPU (the test programs ask CUDA themselves)"
+fi
+
+# A module "loads" here if its file exists and ldd finds every library it needs.
+loads() {
+    local f
+    for d in ${moddirs//:/ }; do
+        f="$d/tcomms_$1.so"
+        [ -f "$f" ] && ! ldd "$f" 2>/dev/null | grep -q 'not found' && return 0
+    done
+    return 1
+}
+if [ -z "${TCOMMS_TEST_CPU_BACKEND+set}" ]; then
+    TCOMMS_TEST_CPU_BACKEND=""
+    for b in gloo ucx; do
+        if loads "$b"; then TCOMMS_TEST_CPU_BACKEND=$b; break; fi
+    done
+    [ -z "$TCOMMS_TEST_CPU_BACKEND" ] &&
+        echo "  no CPU backend module loads here (gloo, ucx): the mixed cpu+cuda cases will print SKIP"
+fi
+export TCOMMS_TEST_CPU_BACKEND
+
+run_one() { # name, then environment assignments for it
+    local name=$1 bin="$build/tests/gpu/$1" log="$logdir/$1.log" rc t0 t1
+    shift
+    if [ ! -x "$bin" ]; then
+        if [ "$gpus" -gt 0 ]; then
+            echo "FAIL $name: $bin not built (make -C BUILD tests/gpu/$name, configure --with-cuda)"
+            failed=$((failed + 1))
+        else
+            echo "SKIP $name: not built in $build (no CUDA/NCCL at configure) and no GPU here"
+            skipped=$((skipped + 1))
+        fi
+        return
+    fi
+    local missing
+    missing=$(ldd "$bin" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
+    if [ -n "$missing" ]; then
+        echo "FAIL $name: shared libraries not found: $missing(copy them into TCOMMS_GPU_PREFIX/lib)"
+        failed=$((failed + 1))
+        return
+    fi
+    t0=$(date +%s)
+    env "$@" timeout -k 10 "${TCOMMS_GPU_TEST_TIMEOUT:-420}" "$bin" >"$log" 2>&1
+    rc=$?
+    t1=$(date +%s)
+    case $rc in
+        0) echo "PASS $name ($((t1 - t0)) s)"; passed=$((passed + 1)) ;;
+        77)
+            echo "SKIP $name: $(grep -m1 'SKIP' "$log" | sed "s/^$name: SKIP: //")"
+            skipped=$((skipped + 1))
+            return 0 ;;
+        124|137) echo "FAIL $name: killed after ${TCOMMS_GPU_TEST_TIMEOUT:-420} s"; failed=$((failed + 1)) ;;
+        *) echo "FAIL $name (exit $rc, $((t1 - t0)) s)"; failed=$((failed + 1)) ;;
+    esac
+    # What the program said about itself: its summary lines, skips inside it, and failures (first 40).
+    grep -E 'test_coll: |test_nccl[: ]|test_coll_cuda: |SKIP|[0-9]+%: Checks' "$log" | sed 's/^/    /'
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && grep -E 'FAIL|:[EF]:' "$log" | head -40 | sed 's/^/    /'
+    return 0
+}
+
+run_one test_coll_cuda TCOMMS_TEST_RANKS="${TCOMMS_GPU_RANKS:-2 4}"
+run_one test_nccl
+
+echo "$passed passed, $failed failed, $skipped skipped"
+if [ "$failed" -gt 0 ]; then
+    exit 1
+elif [ "$passed" -eq 0 ]; then
+    exit 77
+fi
+exit 0
