@@ -19,6 +19,11 @@ static tcomms_status_t comm_new(const tcomms_backend_comm_args_t *args, int devi
     if (c == NULL)
         return tcn_core->error(TCOMMS_ERR_NO_MEMORY, "nccl: out of memory for a communicator");
     snprintf(c->name, sizeof(c->name), "%s", args->name ? args->name : "");
+    if (snprintf(c->prefix, sizeof(c->prefix), "%s", args->prefix ? args->prefix : "") >= (int)sizeof(c->prefix)) {
+        free(c);
+        return tcn_core->error(TCOMMS_ERR_INVALID_ARG, "nccl '%s': store prefix longer than %zu bytes", c->name,
+                               sizeof(c->prefix) - 1);
+    }
     c->rank = args->rank;
     c->size = args->size;
     c->device = device;
@@ -61,6 +66,7 @@ static void release_resources(tcn_comm_t *c)
         cudaStreamDestroy(c->stream);
     if (c->one)
         cudaFree(c->one);
+    tcn_scratch_free(c);
     c->stream = NULL;
     c->one = NULL;
 }
@@ -120,6 +126,36 @@ static tcomms_status_t init_root(tcn_comm_t *c, const tcomms_backend_comm_args_t
     uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     ncclResult_t r = ncclCommInitRankConfig(&c->nccl, c->size, id, c->rank, &c->cfg.nc);
     return created(c, c->nccl, r, deadline, "ncclCommInitRankConfig");
+}
+
+/* ncclCommSplit waits for every rank of the parent. Before it, every parent rank (member or not) votes through the
+ * store whether its own preparation succeeded, so a rank that failed (bad child hints, no memory) fails the split
+ * everywhere within the timeout, instead of leaving the others inside NCCL. The counter key (failures count 2^32)
+ * stays in the parent's namespace: one small key per split. */
+static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_t *args, int ok)
+{
+    char key[sizeof(p->prefix) + 32];
+    snprintf(key, sizeof(key), "%s/nccl-split%u", p->prefix, p->splits++);
+    int64_t v = 0;
+    tcomms_status_t st = tcn_core->store_add(args->store, key, ok ? 1 : (INT64_C(1) << 32) + 1, &v);
+    if (!ok)
+        return st; /* the failing rank has its own error to return; the others count it */
+    uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+    for (unsigned round = 0; st == TCOMMS_SUCCESS && (v & 0xffffffff) < p->size; round++) {
+        if (tcn_now_ns() >= deadline)
+            return tcn_core->error(TCOMMS_ERR_TIMEOUT, "nccl '%s' rank %d: split: %lld of the parent's %d ranks "
+                                   "arrived within %u ms", p->name, p->rank, (long long)(v & 0xffffffff), p->size,
+                                   args->timeout_ms);
+        tcn_backoff(round + 512); /* sleeps: the store is across the network */
+        st = tcn_core->store_add(args->store, key, 0, &v);
+    }
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if ((v >> 32) != 0)
+        return tcn_core->error(TCOMMS_ERR_REMOTE, "nccl '%s' rank %d: split abandoned: %lld rank(s) of the parent "
+                               "failed before it (their own errors say why)", p->name, p->rank,
+                               (long long)(v >> 32));
+    return TCOMMS_SUCCESS;
 }
 
 static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_backend_comm_args_t *args)
@@ -197,8 +233,11 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
     int device = p ? p->device : args->device.index, ndev = 0;
     long watch_ms; /* read before any NCCL call, so a bad value fails every rank alike and early */
     tcomms_status_t st = tcn_env_long("TCOMMS_NCCL_WATCHDOG_MS", 1, 60000, 100, &watch_ms);
-    if (st != TCOMMS_SUCCESS)
+    if (st != TCOMMS_SUCCESS) {
+        if (p)
+            split_vote(p, args, 0);
         return st;
+    }
     if (p == NULL) {
         cudaError_t e = cudaGetDeviceCount(&ndev);
         if (e != cudaSuccess || ndev == 0)
@@ -206,14 +245,22 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
                                     : tcn_core->error(TCOMMS_ERR_BACKEND_UNAVAILABLE, "nccl: no CUDA device");
         device = (device < 0 ? args->local_rank : device) % ndev;
     } else if (atomic_load(&p->failed)) {
+        split_vote(p, args, 0);
         return tcn_comm_aborted(p, "split");
     }
     tcn_comm_t *c = NULL;
     st = comm_new(args, device, &c);
-    if (st != TCOMMS_SUCCESS)
+    if (st != TCOMMS_SUCCESS) {
+        if (p)
+            split_vote(p, args, 0);
         return st;
+    }
     int prev = tcn_device_enter(c);
     st = resources(c);
+    if (p) {
+        tcomms_status_t vote = split_vote(p, args, st == TCOMMS_SUCCESS);
+        st = st == TCOMMS_SUCCESS ? vote : st;
+    }
     if (st == TCOMMS_SUCCESS)
         st = p ? init_split(c, p, args) : init_root(c, args);
     if (st == TCOMMS_SUCCESS)
@@ -239,8 +286,9 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
     tcn_comm_t *p = parent;
     tcn_config_t cfg;
     tcomms_status_t st = tcn_config_build(args->hints, args->name, &cfg);
-    if (st != TCOMMS_SUCCESS)
-        return st; /* the members read the same hints and fail alike, before ncclCommSplit */
+    tcomms_status_t vote = split_vote(p, args, st == TCOMMS_SUCCESS);
+    if (st != TCOMMS_SUCCESS || vote != TCOMMS_SUCCESS)
+        return st != TCOMMS_SUCCESS ? st : vote;
     int prev = tcn_device_enter(p);
     uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     pthread_mutex_lock(&p->lock);
@@ -279,7 +327,7 @@ static void drain_pending(tcn_comm_t *c)
         if (n == 0)
             return;
         if (tcn_now_ns() > late)
-            tcn_comm_fail(c, TCOMMS_ERR_ABORTED, NULL, "destroyed while an operation was still running 5 s past "
+            tcn_comm_fail(c, TCOMMS_ERR_ABORTED, NULL, 0, "destroyed while an operation was still running 5 s past "
                           "its timeout");
         tcn_backoff(round < 256 ? 256 : round);
     }
@@ -301,6 +349,7 @@ tcomms_status_t tcn_comm_destroy(void *bcomm)
             abandon(c);
         }
     }
+    tcn_scratch_free(c); /* deregisters: before the NCCL communicator goes */
     if (c->nccl)
         ncclCommDestroy(c->nccl);
     c->nccl = NULL;

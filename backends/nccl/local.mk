@@ -10,6 +10,7 @@ backends_nccl_tcomms_nccl_la_SOURCES = \
 	backends/nccl/config.c \
 	backends/nccl/comm.c \
 	backends/nccl/ops.c \
+	backends/nccl/scratch.c \
 	backends/nccl/work.c \
 	backends/nccl/group.c \
 	backends/nccl/watchdog.c \

@@ -7,10 +7,24 @@
 
 enum { REG_NONE, REG_BUFFER, REG_WINDOW };
 
-typedef struct reg {
+typedef struct tcn_reg {
     int kind;
     void *handle;       /* ncclCommRegister's handle, or the ncclWindow_t */
+    const char *buf;    /* the registered range, for tcn_mem_registered */
+    size_t bytes;
+    struct tcn_reg *next, **pprev; /* c->regs */
 } reg_t;
+
+int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes)
+{
+    uintptr_t p = (uintptr_t)buf;
+    for (const reg_t *r = c->regs; r; r = r->next) {
+        uintptr_t b = (uintptr_t)r->buf;
+        if (r->kind != REG_NONE && p >= b && p - b <= r->bytes && bytes <= r->bytes - (p - b))
+            return 1;
+    }
+    return 0;
+}
 
 tcomms_status_t tcn_mem_alloc(void *bcomm, size_t bytes, void **ptr)
 {
@@ -100,6 +114,15 @@ tcomms_status_t tcn_mem_register(void *bcomm, void *buf, size_t bytes, unsigned 
         int prev = tcn_device_enter(c);
         pthread_mutex_lock(&c->lock);
         st = reg_call(c, kind, buf, bytes, r);
+        if (st == TCOMMS_SUCCESS) {
+            r->buf = buf;
+            r->bytes = bytes;
+            r->next = c->regs;
+            r->pprev = &c->regs;
+            if (c->regs)
+                c->regs->pprev = &r->next;
+            c->regs = r;
+        }
         pthread_mutex_unlock(&c->lock);
         tcn_device_leave(prev);
     }
@@ -119,6 +142,11 @@ tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle)
     const char *call = "";
     int prev = tcn_device_enter(c);
     pthread_mutex_lock(&c->lock);
+    if (r->pprev) {
+        *r->pprev = r->next;
+        if (r->next)
+            r->next->pprev = r->pprev;
+    }
     /* after an abort NCCL has released the registration with the communicator: only the handle is left */
     if (c->nccl != NULL) {
 #if TCN_HAS_WINDOW

@@ -50,6 +50,12 @@ int tcn_config_nonblocking(const tcn_config_t *cfg);
 
 typedef struct tcn_comm tcn_comm_t;
 
+/* A device buffer of `bytes`, with its ncclCommRegister handle when registered. */
+typedef struct tcn_scratch {
+    void *buf, *reg;
+    size_t bytes;
+} tcn_scratch_t;
+
 enum {
     TCN_OP_BLOCKING = 1u << 0, /* ran on the caller's stream: already ordered before its later work */
     TCN_OP_CAPTURED = 1u << 1, /* captured into a CUDA graph: runs at replay, never followed by the watchdog */
@@ -71,6 +77,7 @@ typedef struct tcn_op {
     int held;                   /* the caller holds the handle (work_free not called yet) */
     int watched;                /* on the pending list */
     int grouped;                /* deferred by an open group: group end finishes it */
+    uint64_t gen;               /* counts the uses of this pooled operation: tells a reuse from the original */
     char msg[256];              /* why it failed */
 } tcn_op_t;
 
@@ -86,8 +93,9 @@ int tcn_op_settle(tcn_op_t *op, tcomms_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Pop completed operations off the pending list (c->plock held); at most `max` event queries. */
-void tcn_reap(tcn_comm_t *c, int max);
+/* Retire completed operations from the pending list (c->plock held) with at most about `max` rounds of event
+ * queries. Returns how many were retired. */
+int tcn_reap(tcn_comm_t *c, int max);
 /* Operations still handed out when the communicator was destroyed keep it alive; the last one frees it. */
 void tcn_pool_drain(tcn_comm_t *c);
 
@@ -100,6 +108,8 @@ void tcn_work_free(void *bwork);
 
 struct tcn_comm {
     char name[TCN_NAME_MAX];
+    char prefix[256];           /* its store-key prefix, under which its splits vote (comm.c) */
+    unsigned splits;            /* splits of this communicator so far, members' and non-members' alike */
     int rank, size, device;
     ncclComm_t nccl;            /* NULL once aborted or destroyed */
     int nonblocking;            /* NCCL calls on it may return ncclInProgress */
@@ -119,6 +129,10 @@ struct tcn_comm {
     _Atomic int failed;         /* 0, or the status pending operations got when the communicator failed */
     char fail_msg[256];
     tcn_comm_t *wnext, *wprev;  /* the watchdog's registry */
+    tcn_scratch_t scratch[2];   /* in-place all_to_all scratch (scratch.c): plain, and registered */
+    cudaEvent_t scratch_ev;     /* recorded after each use of a scratch */
+    struct tcn_retired *retired; /* outgrown scratch buffers, freed at destroy */
+    struct tcn_reg *regs;       /* buffers registered through mem_register (mem.c), under `lock` */
 };
 
 tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm);
@@ -133,9 +147,15 @@ tcomms_status_t tcn_comm_aborted(tcn_comm_t *c, const char *what);
 
 tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork);
 const char *tcn_coll_name(tcomms_coll_type_t type);
-/* Enqueue `a` on `stream` (c->lock held, device set); *scratch receives a stream-ordered allocation to free after
- * the launch, if one was needed. */
-tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStream_t stream, void **scratch);
+/* Enqueue `a` on `stream` (c->lock held, device set). In-place all_to_all uses the communicator's scratch, except
+ * inside a capture or an open group, where *scratch receives a stream-ordered allocation to free after the launch. */
+tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStream_t stream, int captured,
+                           void **scratch);
+/* The communicator's scratch of at least `bytes`, once its previous use is over (ordered on `s`); give it back
+ * after the launch that uses it. Free at destroy. c->lock held. */
+tcomms_status_t tcn_scratch_take(tcn_comm_t *c, size_t bytes, int registered, cudaStream_t s, void **out);
+tcomms_status_t tcn_scratch_give(tcn_comm_t *c, cudaStream_t s);
+void tcn_scratch_free(tcn_comm_t *c);
 
 int tcn_group_open(void);
 void tcn_group_defer(tcn_op_t *op);
@@ -146,6 +166,8 @@ tcomms_status_t tcn_mem_alloc(void *bcomm, size_t bytes, void **ptr);
 tcomms_status_t tcn_mem_free(void *bcomm, void *ptr);
 tcomms_status_t tcn_mem_register(void *bcomm, void *buf, size_t bytes, unsigned flags, void **handle);
 tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle);
+/* Does [buf, buf + bytes) lie in one buffer registered on `c` (c->lock held)? */
+int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes);
 
 /* ---- the watchdog (watchdog.c) -------------------------------------------------------------------------------- */
 
@@ -153,11 +175,12 @@ tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle);
  * TCOMMS_NCCL_WATCHDOG_MS), and ends with the last. */
 tcomms_status_t tcn_watch_add(tcn_comm_t *c, long ms);
 void tcn_watch_remove(tcn_comm_t *c);
-/* Fail `c` once: mark its pending operations (`culprit` gets TCOMMS_ERR_TIMEOUT, the others `st`), abort the
- * NCCL communicator, and make every later call TCOMMS_ERR_ABORTED. Any thread; never with c->lock held. */
-void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, const char *fmt, ...)
+/* Fail `c` once: mark its pending operations (`culprit`, if still the use numbered `culprit_gen`, gets
+ * TCOMMS_ERR_TIMEOUT, the others `st`), abort the NCCL communicator, and make every later call
+ * TCOMMS_ERR_ABORTED. Any thread; never with c->lock held. */
+void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_t culprit_gen, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
+    __attribute__((format(printf, 5, 6)))
 #endif
     ;
 /* Check `c`'s asynchronous NCCL error now, failing it on one; returns the status it failed with, or 0. */

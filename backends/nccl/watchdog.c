@@ -31,13 +31,13 @@ static int lock_for_abort(pthread_mutex_t *m)
     return pthread_mutex_timedlock(m, &ts) == 0;
 }
 
-static void mark_pending(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, const char *why)
+static void mark_pending(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_t gen, const char *why)
 {
     pthread_mutex_lock(&c->plock);
     for (tcn_op_t *op = c->pending.next; op != &c->pending; op = op->next) {
         if (cudaEventQuery(op->done) == cudaSuccess)
             tcn_op_settle(op, TCOMMS_SUCCESS, NULL); /* finished before the failure */
-        else if (op == culprit)
+        else if (op == culprit && op->gen == gen) /* not a later use of the same pooled operation */
             tcn_op_settle(op, TCOMMS_ERR_TIMEOUT, "%s", why);
         else
             tcn_op_settle(op, st, "the communicator was aborted: %s", why);
@@ -45,7 +45,7 @@ static void mark_pending(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, c
     pthread_mutex_unlock(&c->plock);
 }
 
-void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, const char *fmt, ...)
+void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_t culprit_gen, const char *fmt, ...)
 {
     char why[sizeof(c->fail_msg)];
     va_list ap;
@@ -63,7 +63,7 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, const c
     atomic_store(&c->failed, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st);
     tcn_core->log(TCOMMS_LOG_ERROR, "nccl", "'%s' rank %d: %s; aborting the communicator (ncclCommAbort)", c->name,
                   c->rank, why);
-    mark_pending(c, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st, culprit, why);
+    mark_pending(c, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st, culprit, culprit_gen, why);
     if (c->nccl)
         ncclCommAbort(c->nccl);
     c->nccl = NULL;
@@ -85,7 +85,7 @@ tcomms_status_t tcn_check_async(tcn_comm_t *c)
     if (async == ncclSuccess || async == ncclInProgress)
         return TCOMMS_SUCCESS;
     tcomms_status_t st = async == ncclRemoteError ? TCOMMS_ERR_REMOTE : TCOMMS_ERR_ABORTED;
-    tcn_comm_fail(c, st, NULL, "NCCL reported an asynchronous error: %s", ncclGetErrorString(async));
+    tcn_comm_fail(c, st, NULL, 0, "NCCL reported an asynchronous error: %s", ncclGetErrorString(async));
     return st;
 }
 
@@ -94,6 +94,7 @@ static void check_comm(tcn_comm_t *c, uint64_t now)
 {
     tcn_op_t *late = NULL;
     uint32_t late_ms = 0;
+    uint64_t late_gen = 0;
     tcomms_coll_type_t type = TCOMMS_COLL_BARRIER;
     cudaSetDevice(c->device); /* so this thread never creates a context on a GPU the process does not use */
     pthread_mutex_lock(&c->plock);
@@ -103,11 +104,12 @@ static void check_comm(tcn_comm_t *c, uint64_t now)
             continue;
         late = op;
         late_ms = op->timeout_ms;
+        late_gen = op->gen;
         type = op->type;
     }
     pthread_mutex_unlock(&c->plock);
-    if (late) /* still pending: only this thread and destroy (after removing it from here) retire operations */
-        tcn_comm_fail(c, TCOMMS_ERR_TIMEOUT, late, "%s did not complete within its timeout of %u ms",
+    if (late) /* a poster may retire and reuse it meanwhile: late_gen tells */
+        tcn_comm_fail(c, TCOMMS_ERR_TIMEOUT, late, late_gen, "%s did not complete within its timeout of %u ms",
                       tcn_coll_name(type), late_ms);
     else
         tcn_check_async(c);

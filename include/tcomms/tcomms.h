@@ -323,7 +323,9 @@ TCOMMS_API void tcomms_work_free(tcomms_work_t *work);
  * and receives among ranks cannot deadlock, whatever its order. Groups nest; the outermost end issues the batch.
  * A blocking call inside a group returns once queued, and tcomms_group_end completes it (on device backends,
  * stream-ordered), returning the first error among them; a work handle returned inside a group is valid and
- * completes no earlier than the group. tcomms_group_end without a start is TCOMMS_ERR_INVALID_ARG. */
+ * completes no earlier than the group. tcomms_group_end without a start is TCOMMS_ERR_INVALID_ARG. Destroying
+ * a communicator that has operations in the open group, or freeing their buffers, before tcomms_group_end is
+ * undefined. */
 TCOMMS_API tcomms_status_t tcomms_group_start(void);
 TCOMMS_API tcomms_status_t tcomms_group_end(void);
 

@@ -165,6 +165,50 @@ int nt_split_hints(int rank, int size, void *arg)
     return fails;
 }
 
+/* One rank asks for a child hint the module rejects (an unknown nccl.* key): that rank gets INVALID_ARG, every other
+ * rank, member or not, an error too instead of waiting inside ncclCommSplit, and the parent still works. `half`:
+ * members are the first half, and the failing rank is rank 0 (a member), so non-members must hear of it. */
+static int split_fails_on_one(tcomms_comm_t *parent, int rank, int size, int half)
+{
+    const char *who = half ? "half split, one member's hints rejected" : "split, one rank's hints rejected";
+    int ranks[8], n = half ? size / 2 : size, bad_rank = half ? 0 : size - 1, member = rank < n;
+    for (int k = 0; k < n; k++)
+        ranks[k] = k;
+    tcomms_hints_t *h = NULL;
+    if (rank == bad_rank && (tcomms_hints_create(&h) != TCOMMS_SUCCESS ||
+                             tcomms_hints_set(h, "nccl.no_such_setting", "1") != TCOMMS_SUCCESS)) {
+        tcomms_hints_free(h);
+        return mrank_failf("FAIL rank %d: %s: setting the hint: %s", rank, who, tcomms_last_error());
+    }
+    tcomms_comm_t *child = NULL;
+    double t0 = mrank_now();
+    tcomms_status_t st = tcomms_comm_split(parent, ranks, member ? n : 0, "doomed", h, &child);
+    tcomms_hints_free(h);
+    int fails = 0;
+    if (rank == bad_rank)
+        fails += nt_expect(st, TCOMMS_ERR_INVALID_ARG, rank, who);
+    else if (st == TCOMMS_SUCCESS)
+        fails += mrank_failf("FAIL rank %d: %s: the split succeeded (%s)", rank, who,
+                             member ? "a member" : "a non-member");
+    if (child)
+        fails += mrank_failf("FAIL rank %d: %s: got a communicator", rank, who) + nt_destroy(child, rank);
+    if (mrank_now() - t0 > 10.0)
+        fails += mrank_failf("FAIL rank %d: %s: took %.1f s, more than the 10 s a vote may take here", rank, who,
+                             mrank_now() - t0);
+    return fails + nt_all_reduce_check(parent, rank, size, 1024, "parent all_reduce after the failed split");
+}
+
+int nt_split_vote(int rank, int size, void *arg)
+{
+    (void)arg;
+    tcomms_comm_t *c = NULL;
+    if (gpu_bind(rank % gpu_count) || nt_create(&c, "nccl", -1, NULL, NULL))
+        return 1;
+    int fails = split_fails_on_one(c, rank, size, 0);
+    fails += split_fails_on_one(c, rank, size, 1);
+    return fails + nt_destroy(c, rank);
+}
+
 /* ---- parents bound to cpu ------------------------------------------------------------------------------------- */
 
 static int unbound_one(const char *selection, int rank, int size)
@@ -360,6 +404,43 @@ static int registered_all_reduce(tcomms_comm_t *c, int rank, int size, float *bu
     return fails + nt_expect(tcomms_mem_deregister(reg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
 }
 
+typedef struct a2a_vals {
+    int rank, size;
+    size_t count; /* elements per block */
+    int received; /* 0: what `rank` sends, 1: what it holds after the exchange */
+} a2a_vals_t;
+
+/* Element off of block j: sender s's block for receiver j is (s*size + j)*1024 + off%1024, exact in float. */
+static double a2a_value(size_t i, const void *arg)
+{
+    const a2a_vals_t *v = arg;
+    size_t j = i / v->count, off = i % v->count;
+    size_t sender = v->received ? j : (size_t)v->rank, receiver = v->received ? (size_t)v->rank : j;
+    return (double)((sender * (size_t)v->size + receiver) * 1024 + off % 1024);
+}
+
+/* In-place all_to_all of 4 MiB per rank (NCCL 2.28 hung from 2 MiB when the staging copy and the user buffer
+ * differed in registration), on `buf` registered or not. */
+static int inplace_alltoall(tcomms_comm_t *c, int rank, int size, float *buf, size_t n, int reg_it)
+{
+    const char *what = reg_it ? "in-place all_to_all, registered buffer" : "in-place all_to_all, plain buffer";
+    tcomms_mem_reg_t *reg = NULL;
+    if (reg_it && nt_expect(tcomms_mem_register(c, TCOMMS_DEVICE_CUDA, buf, n * sizeof(float), 0, &reg),
+                            TCOMMS_SUCCESS, rank, what))
+        return 1;
+    a2a_vals_t sent = {rank, size, n / (size_t)size, 0}, got = sent;
+    got.received = 1;
+    int fails = gpu_fill_f32(buf, n, a2a_value, &sent);
+    for (int rep = 0; rep < 2 && !fails; rep++) { /* twice: the second reuses the communicator's scratch */
+        fails += rep ? gpu_fill_f32(buf, n, a2a_value, &sent) : 0;
+        fails += nt_expect(tcomms_all_to_all(c, buf, buf, n / (size_t)size, TCOMMS_FLOAT32, NULL, NULL),
+                           TCOMMS_SUCCESS, rank, what);
+        fails += CU(cudaStreamSynchronize(0));
+        fails += gpu_expect_f32(buf, n, a2a_value, &got, what);
+    }
+    return fails + (reg ? nt_expect(tcomms_mem_deregister(reg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister") : 0);
+}
+
 int nt_registration(int rank, int size, void *arg)
 {
     (void)arg;
@@ -384,6 +465,16 @@ int nt_registration(int rank, int size, void *arg)
     float *d = NULL;
     if (!fails && gpu_alloc_f32(&d, n) == 0) {
         fails += registered_all_reduce(c, rank, size, d, n, 0);
+        CU(cudaFree(d));
+    }
+    const size_t big = 1u << 20;
+    if (!fails && nt_expect(tcomms_mem_alloc(c, TCOMMS_DEVICE_CUDA, big * sizeof(float), &p), TCOMMS_SUCCESS, rank,
+                            "tcomms_mem_alloc(cuda, 4 MiB)") == 0) {
+        fails += inplace_alltoall(c, rank, size, p, big, 1);
+        fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, p), TCOMMS_SUCCESS, rank, "tcomms_mem_free");
+    }
+    if (!fails && gpu_alloc_f32(&d, big) == 0) {
+        fails += inplace_alltoall(c, rank, size, d, big, 0);
         CU(cudaFree(d));
     }
     return fails + nt_destroy(c, rank);

@@ -35,6 +35,7 @@ int nt_all_reduce_check(tcomms_comm_t *comm, int rank, int size, size_t n, const
 /* Rank functions (mrank_fn_t): arg is 4096 shared bytes, zeroed, for host barriers. */
 int nt_eager_init(int rank, int size, void *arg);
 int nt_split_hints(int rank, int size, void *arg);
+int nt_split_vote(int rank, int size, void *arg);
 int nt_unbound(int rank, int size, void *arg);
 int nt_mixed(int rank, int size, void *arg);
 int nt_group_ring(int rank, int size, void *arg);

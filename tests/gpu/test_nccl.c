@@ -116,6 +116,7 @@ static void run_job(mrank_fn_t fn, int i, const char *name)
 
 NCCL_TEST(eager_init)
 NCCL_TEST(split_hints)
+NCCL_TEST(split_vote)
 NCCL_TEST(unbound)
 NCCL_TEST(stream_semantics)
 NCCL_TEST(graph_capture)
@@ -146,6 +147,7 @@ int main(void)
     tcase_set_timeout(tc, JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(tc, test_eager_init, 0, nsizes);
     tcase_add_loop_test(tc, test_split_hints, 0, nsizes);
+    tcase_add_loop_test(tc, test_split_vote, 0, nsizes);
     tcase_add_loop_test(tc, test_unbound, 0, nsizes);
     tcase_add_loop_test(tc, test_stream_semantics, 0, nsizes);
     tcase_add_loop_test(tc, test_graph_capture, 0, nsizes);
