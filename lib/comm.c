@@ -202,6 +202,7 @@ void tc_comm_backend_args(const tcomms_comm_t *comm, int t, const char *prefix, 
         .hints = comm->hints,
         .parent = parent ? parent->slot[t].bcomm : NULL,
         .parent_ranks = parent_ranks,
+        .comm_prefix = comm->prefix,
     };
     if (args->device.type != (tcomms_device_type_t)t)
         args->device = (tcomms_device_t){(tcomms_device_type_t)t, 0}; /* a CPU slot on a GPU-bound communicator */

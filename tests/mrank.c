@@ -2,6 +2,7 @@
  * all, and gives children a uniform way to report failing cases. The parent polls waitpid every few milliseconds
  * rather than handling SIGCHLD so that it does not disturb Check's own signal handling. */
 #include "mrank.h"
+#include "../tools/run/port.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -108,46 +109,9 @@ void mrank_case_status(mrank_case_t *c, const char *call, int status, const char
 }
 
 /* Can a listener bind `port` on 127.0.0.1 right now? */
-static int port_free(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sa.sin_port = htons((uint16_t)port);
-    int ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-    close(fd);
-    return ok;
-}
-
-/* A free port below the kernel's ephemeral range: a port the kernel hands out for bind(0) may be handed out again
- * (to a Gloo listener, or as a connection's local port) before rank 0 binds it, which made root creation fail
- * with "Address already in use" now and then. Ports below the range are only taken by explicit binds. */
 int mrank_free_port(void)
 {
-    int low = 32768;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%d", &low) != 1)
-            low = 32768;
-        fclose(f);
-    }
-    int lo = 10000, span = low - lo;
-    if (span < 1000)
-        lo = 1024, span = low - lo;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
-    for (int tries = 0; tries < 200 && span > 0; tries++) {
-        seed = seed * 1103515245u + 12345u;
-        int port = lo + (int)((seed >> 8) % (unsigned)span);
-        if (port_free(port))
-            return port;
-    }
-    return -1;
+    return run_free_port(); /* tools/run/port.c: below the kernel's ephemeral range */
 }
 
 void *mrank_shared_alloc(size_t len)

@@ -19,7 +19,8 @@ static tcomms_status_t comm_new(const tcomms_backend_comm_args_t *args, int devi
     if (c == NULL)
         return tcn_core->error(TCOMMS_ERR_NO_MEMORY, "nccl: out of memory for a communicator");
     snprintf(c->name, sizeof(c->name), "%s", args->name ? args->name : "");
-    if (snprintf(c->prefix, sizeof(c->prefix), "%s", args->prefix ? args->prefix : "") >= (int)sizeof(c->prefix)) {
+    const char *keep = args->comm_prefix ? args->comm_prefix : "";
+    if (snprintf(c->prefix, sizeof(c->prefix), "%s", keep) >= (int)sizeof(c->prefix)) {
         free(c);
         return tcn_core->error(TCOMMS_ERR_INVALID_ARG, "nccl '%s': store prefix longer than %zu bytes", c->name,
                                sizeof(c->prefix) - 1);
@@ -131,7 +132,8 @@ static tcomms_status_t init_root(tcn_comm_t *c, const tcomms_backend_comm_args_t
 /* ncclCommSplit waits for every rank of the parent. Before it, every parent rank (member or not) votes through the
  * store whether its own preparation succeeded, so a rank that failed (bad child hints, no memory) fails the split
  * everywhere within the timeout, instead of leaving the others inside NCCL. The counter key (failures count 2^32)
- * stays in the parent's namespace: one small key per split. */
+ * lives under the parent's lasting prefix (args->prefix is deleted after each creation: a vote under the parent's
+ * creation prefix was once wiped by the parent's own cleanup, racing the first split): one small key per split. */
 static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_t *args, int ok)
 {
     char key[sizeof(p->prefix) + 32];

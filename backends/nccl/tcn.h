@@ -108,7 +108,7 @@ void tcn_work_free(void *bwork);
 
 struct tcn_comm {
     char name[TCN_NAME_MAX];
-    char prefix[256];           /* its store-key prefix, under which its splits vote (comm.c) */
+    char prefix[256];           /* its lasting store-key prefix (args->comm_prefix), where its splits vote */
     unsigned splits;            /* splits of this communicator so far, members' and non-members' alike */
     int rank, size, device;
     ncclComm_t nccl;            /* NULL once aborted or destroyed */

@@ -40,7 +40,7 @@ tcomms_status_t tcn_op_get(tcn_comm_t *c, int may_reap, tcn_op_t **out)
     tcomms_status_t st = TCOMMS_SUCCESS;
     pthread_mutex_lock(&c->plock);
     if (c->pool == NULL && c->npending && may_reap)
-        tcn_reap(c, 2); /* operations finished since the last post give their events back */
+        tcn_reap(c, 1); /* operations finished since the last post give their events back */
     tcn_op_t *op = c->pool;
     if (op != NULL)
         c->pool = op->next;
@@ -176,50 +176,46 @@ static void retire(tcn_comm_t *c, tcn_op_t *op)
     op_release(c, op); /* the communicator is alive here: never its last */
 }
 
-/* The newest recorded operation that ran on the same stream as `op` (maybe `op` itself). */
-static tcn_op_t *newest_on_stream(tcn_comm_t *c, tcn_op_t *op)
-{
-    for (tcn_op_t *q = c->pending.prev; q != op; q = q->prev)
-        if (q->run == op->run && (q->flags & TCN_OP_RECORDED) && op_status(q) == TCOMMS_IN_PROGRESS)
-            return q;
-    return op;
-}
-
-/* A stream runs its work in order, so one query of the newest operation on the oldest one's stream retires every
- * operation on that stream when it has finished: a query costs the poster about a microsecond, and the pool then
- * refills with one or two of them instead of one per operation. */
+/* A stream runs its work in order, so when one operation has finished every earlier one on its stream has. Up to
+ * 128 pending operations on the oldest one's stream are searched (binary search by event queries) for the newest
+ * finished one, and it and all before it are retired together: an event query costs the poster about a
+ * microsecond, and this way the pool refills with a few queries per many operations rather than one each. */
 int tcn_reap(tcn_comm_t *c, int max)
 {
     int n = 0;
     while (c->pending.next != &c->pending) {
         tcn_op_t *op = c->pending.next;
-        if (op_status(op) != TCOMMS_IN_PROGRESS || !(op->flags & TCN_OP_RECORDED)) {
-            if (op_status(op) == TCOMMS_IN_PROGRESS)
-                return n; /* not launched yet */
+        tcomms_status_t st = op_status(op);
+        if (st != TCOMMS_IN_PROGRESS) { /* settled already (by a wait, the watchdog or a failure) */
             retire(c, op);
             n++;
             continue;
         }
-        if (max-- <= 0)
+        if (!(op->flags & TCN_OP_RECORDED) || max-- <= 0)
             return n;
-        tcn_op_t *last = newest_on_stream(c, op);
-        if (last != op && poll_op(last) == TCOMMS_IN_PROGRESS)
-            last = op; /* the newest is still running: perhaps the oldest is not */
-        if (last == op && poll_op(op) == TCOMMS_IN_PROGRESS)
-            return n;
-        if (op_status(last) != TCOMMS_SUCCESS) {
-            retire(c, op); /* `last` failed: settle the others one query at a time */
-            n++;
-            continue;
+        tcn_op_t *same[128];
+        int k = 0;
+        for (tcn_op_t *q = op; q != &c->pending && k < 128; q = q->next)
+            if (q->run == op->run && (q->flags & TCN_OP_RECORDED) && op_status(q) == TCOMMS_IN_PROGRESS)
+                same[k++] = q;
+        int lo = 0, hi = k; /* same[0, lo) finished; same[hi, k) not */
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            cudaError_t e = cudaEventQuery(same[mid]->done);
+            if (e == cudaSuccess) {
+                lo = mid + 1;
+            } else if (e == cudaErrorNotReady) {
+                hi = mid;
+            } else { /* a device error: let poll_op give it to this operation and stop searching */
+                poll_op(same[mid]);
+                break;
+            }
         }
-        cudaStream_t s = op->run;
-        tcn_op_t *stop = last->next;
-        for (tcn_op_t *q = op, *next; q != stop; q = next) {
-            next = q->next;
-            if (q->run != s)
-                continue;
-            tcn_op_settle(q, TCOMMS_SUCCESS, NULL); /* ran before `last` on the same stream */
-            retire(c, q);
+        if (lo == 0 && op_status(op) == TCOMMS_IN_PROGRESS)
+            return n; /* the oldest is still running */
+        for (int i = 0; i < lo; i++) {
+            tcn_op_settle(same[i], TCOMMS_SUCCESS, NULL);
+            retire(c, same[i]);
             n++;
         }
     }

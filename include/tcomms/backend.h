@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
-#define TCOMMS_BACKEND_ABI_VERSION 2u
+#define TCOMMS_BACKEND_ABI_VERSION 3u
 
 #define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
 
@@ -74,7 +74,9 @@ typedef struct tcomms_core {
 typedef struct tcomms_backend_comm_args {
     const tcomms_core_t *core;
     const char *name;          /* the communicator's name, for messages */
-    const char *prefix;        /* a store-key prefix unique to this communicator and identical on its members */
+    const char *prefix;        /* a store-key prefix unique to this creation and identical on its members; the core
+                                  deletes the keys under it once every member's creation has returned, so use it
+                                  during creation only */
     tcomms_store_t *store;
     int rank, size, local_rank;
     tcomms_device_t device;    /* index >= 0; a CUDA device asked as -1 arrives as local_rank: take it modulo the
@@ -84,6 +86,9 @@ typedef struct tcomms_backend_comm_args {
     const tcomms_hints_t *hints;
     void *parent;
     const int *parent_ranks;
+    const char *comm_prefix;   /* the communicator's own prefix, kept while it lives (ABI 3): keys a backend needs
+                                  later (e.g. per-split agreements on the parent) go under it, never under
+                                  "<comm_prefix>/s" or "<comm_prefix>/create", which the core uses */
 } tcomms_backend_comm_args_t;
 
 typedef enum tcomms_coll_type {

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "port.h"
 #include "run.h"
 
 
@@ -93,22 +94,6 @@ static const char *signal_name(int sig)
 }
 
 /* ---- setup -------------------------------------------------------------------------------------------------- */
-
-/* A port free right now on 127.0.0.1: the kernel picks it for a socket bound to port 0, which is then closed so
- * that rank 0 can bind it (another process could take it in between; --port avoids that). */
-static int find_free_port(void)
-{
-    struct sockaddr_in a;
-    socklen_t alen = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &alen) == 0;
-    close(fd);
-    return ok ? ntohs(a.sin_port) : -1;
-}
 
 /* stdin/stdout/stderr must exist: a pipe created into slot 1 or 2 would otherwise collide with the dup2 that
  * puts it there in the child. */
@@ -484,7 +469,7 @@ int main(int argc, char **argv)
     rc = run_parse_args(argc, argv, &job.opts);
     if (rc >= 0) return rc;
     open_std_fds();
-    int port = job.opts.port ? job.opts.port : find_free_port();
+    int port = job.opts.port ? job.opts.port : run_free_port();
     if (port < 0) {
         fprintf(stderr, "tcomms-run: cannot find a free port on 127.0.0.1: %s\n", strerror(errno));
         return 1;
