@@ -2,3 +2,4 @@
 noinst_PROGRAMS = examples/allreduce
 examples_allreduce_SOURCES = examples/allreduce.c
 examples_allreduce_LDADD = lib/libtcomms.la
+include examples/fsdp_mlp/local.mk

@@ -102,4 +102,6 @@ include tests/mrank.mk
 include tests/perf.mk
 include tests/plot.mk
 include tests/concurrent.mk
+include tests/fsdp.mk
+include tests/fsdp_train.mk
 include tests/gpu/local.mk

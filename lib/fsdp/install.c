@@ -1,0 +1,79 @@
+/* FSDP install_weights: after the optimizer changed the main params, rebuild each bucket's shard from the main
+ * pieces (hybrid sharding all-gathers them over inter), cast it into the model weights, and all-gather those over
+ * the *_ag communicator where the weights are kept full (ZeRO-1/2). */
+#include <stdlib.h>
+
+#include "rt.h"
+
+/* This rank's shard of bucket `b` in the main dtype: the main piece itself, or under hybrid sharding the pieces
+ * of the inter group gathered into the staging buffer. */
+static tcomms_status_t main_shard(tcomms_fsdp_t *rt, int b, const void **out)
+{
+    tc_fsdp_bucket_t *k = &rt->buckets[b];
+    tcomms_dtype_t md = rt->cfg.main_dtype;
+    *out = k->main;
+    if (rt->cfg.outer != TCOMMS_FSDP_OUTER_OPTIM)
+        return TCOMMS_SUCCESS;
+    tc_fsdp_cast(tc_fsdp_at(rt->staging, k->main_off - k->shard_off, md), md, k->main, md, k->main_len);
+    tcomms_work_t *w = NULL;
+    tcomms_status_t st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_INTER, b, rt->staging,
+                                      k->main_len, md, &w);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_wait(rt, &w);
+    *out = rt->staging;
+    return st;
+}
+
+static tcomms_status_t install(tcomms_fsdp_t *rt, tcomms_work_t **works)
+{
+    tcomms_dtype_t md = rt->cfg.main_dtype;
+    for (int b = 0; b < rt->nbuckets; b++) {
+        tc_fsdp_bucket_t *k = &rt->buckets[b];
+        if (rt->cfg.strategy == TCOMMS_FSDP_NO_SHARD) {
+            tc_fsdp_cast(k->weights, k->dtype, k->main, md, k->padded);
+            continue;
+        }
+        const void *src = NULL;
+        tcomms_status_t st = main_shard(rt, b, &src);
+        if (st != TCOMMS_SUCCESS)
+            return st;
+        if (tc_fsdp_zero3(rt)) {
+            tc_fsdp_cast(k->weights, k->dtype, src, md, k->shard_len);
+            continue;
+        }
+        tc_fsdp_cast(tc_fsdp_at(k->weights, k->shard_off, k->dtype), k->dtype, src, md, k->shard_len);
+        st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, b, k->weights, k->shard_len, k->dtype,
+                          &works[b]);
+        if (st != TCOMMS_SUCCESS)
+            return st;
+    }
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_fsdp_install_weights(tcomms_fsdp_t *rt)
+{
+    const char *fn = "tcomms_fsdp_install_weights";
+    tcomms_status_t st = tc_fsdp_ready(rt, fn);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (rt->in_backward)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: called between root_pre_backward and root_post_backward", fn);
+    /* Gathered ZeRO-3 weights are stale once the shards change. */
+    if ((st = tc_fsdp_drop_gathered(rt, 0, fn)) != TCOMMS_SUCCESS)
+        return st;
+    tcomms_work_t **works = calloc((size_t)(rt->nbuckets ? rt->nbuckets : 1), sizeof(*works));
+    if (works == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "%s: out of memory", fn);
+    st = install(rt, works);
+    /* Wait for whatever was posted, even after a failure: the gathers write into the weights. */
+    int left = 0;
+    for (int b = 0; b < rt->nbuckets; b++) {
+        tcomms_status_t sw = tc_fsdp_wait(rt, &works[b]);
+        if (st == TCOMMS_SUCCESS)
+            st = sw;
+        left |= works[b] != NULL;
+    }
+    if (!left)
+        free(works); /* else a timed-out handle stays alive with its operation */
+    return st;
+}

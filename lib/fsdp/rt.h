@@ -1,0 +1,180 @@
+/* Internal structures of the FSDP runtime (include/tcomms/fsdp.h) and the helpers its files share: runtime.c
+ * (create, register, finalize, destroy), bucket.c (layout, shard views, load/read), gather.c (unit buffers and
+ * references), reduce.c (gradients), install.c (main params to weights), issue.c (posting, log, hash), ops.c
+ * (element-wise work and memory: the part a CUDA path replaces). */
+#ifndef TC_FSDP_RT_H
+#define TC_FSDP_RT_H
+
+#include <stdio.h>
+#include <tcomms/fsdp.h>
+
+#include "../error.h"
+
+#define TC_FSDP_PAD 16         /* a bucket is padded to a multiple of S * TC_FSDP_PAD elements */
+#define TC_FSDP_BYTE_ALIGN 64  /* offsets of buckets inside unit buffers and gradient slots */
+#define TC_FSDP_MAX_NDIM 8
+
+enum { TC_FSDP_DENSE, TC_FSDP_EXPERT, TC_FSDP_NDOMAINS };
+
+/* Which communicator of a domain a collective runs on (also what the issue log names). */
+typedef enum { TC_FSDP_ON_SHARD, TC_FSDP_ON_AG, TC_FSDP_ON_INTER } tc_fsdp_on_t;
+typedef enum { TC_FSDP_ALL_GATHER, TC_FSDP_REDUCE_SCATTER, TC_FSDP_ALL_REDUCE } tc_fsdp_coll_t;
+
+/* Where the step stands for gradients: accumulating microbatches, the last one's reductions posted, or final. */
+typedef enum { TC_FSDP_ACCUM, TC_FSDP_REDUCING, TC_FSDP_SYNCED } tc_fsdp_phase_t;
+
+/* The communicators of one domain (dense or expert) and this rank's place in them. */
+typedef struct tc_fsdp_domain {
+    tcomms_comm_t *shard, *ag, *inter; /* inter: NULL without HSDP */
+    int shard_size, shard_rank, inter_size, inter_rank;
+    int nmain;                         /* S: ranks the main params are sharded over (1 under NO_SHARD) */
+    int main_index;                    /* this rank's piece among them */
+} tc_fsdp_domain_t;
+
+typedef struct tc_fsdp_param {
+    char *name;
+    int64_t shape[TC_FSDP_MAX_NDIM];
+    int ndim;
+    size_t numel;
+    tcomms_dtype_t dtype;
+    int unit;
+    unsigned flags;
+    int bucket;
+    size_t offset; /* elements into its bucket */
+} tc_fsdp_param_t;
+
+/* One flat bucket: the parameters of one (unit, dtype, expert, requires-grad), padded (see docs/fsdp.md). */
+typedef struct tc_fsdp_bucket {
+    int unit, domain, no_grad;
+    tcomms_dtype_t dtype;          /* compute dtype */
+    size_t numel, padded;          /* packed parameters; L */
+    size_t shard_len, shard_off;   /* L / shard_size and this rank's shard: weight shard, reduce-scatter block */
+    size_t main_len, main_off;     /* this rank's main piece (the optimizer's view) */
+    void *weights;                 /* compute dtype: L elements, or the shard (shard_len) under ZeRO-3 */
+    void *main;                    /* main dtype, main_len */
+    void *grad;                    /* main dtype: L under ZeRO-0/1 (accumulated), else shard_len; NULL if no_grad */
+    size_t grad_view;              /* elements into `grad` where the reduced main piece lies */
+    size_t ubuf_off, gslot_off;    /* bytes into a unit buffer (ZeRO-3) / a gradient slot (ZeRO-2/3) */
+    tcomms_work_t *red_work;       /* the last microbatch's reduction on the shard communicator (ZeRO-0/1) */
+    tcomms_work_t *outer_work;     /* the HSDP all-reduce or hybrid reduce-scatter over inter */
+} tc_fsdp_bucket_t;
+
+typedef struct tc_fsdp_unit {
+    int *buckets, nbuckets;
+    int ref[2];        /* references per tcomms_fsdp_dir_t */
+    int buf;           /* unit buffer holding the gathered weights (ZeRO-3), or -1 */
+    int slot;          /* gradient slot handed out (ZeRO-2/3), or -1 */
+    int grad_open;     /* between pre_backward and post_backward: gradients may be added */
+    int pos;           /* position in the forward order */
+    size_t ubuf_bytes, gslot_bytes;
+} tc_fsdp_unit_t;
+
+typedef enum { TC_FSDP_EMPTY, TC_FSDP_BUSY, TC_FSDP_READY } tc_fsdp_state_t;
+
+/* A ZeRO-3 unit buffer (BUSY: all-gather in flight) or a ZeRO-2/3 gradient slot (BUSY: handed out to a unit,
+ * READY: its reduce-scatter is in flight). */
+typedef struct tc_fsdp_buf {
+    void *data;
+    int unit;
+    tc_fsdp_state_t state;
+    uint64_t stamp;          /* when last used (unit buffers) or posted (slots): eviction / completion order */
+    tcomms_work_t **works;   /* one per bucket of the unit */
+} tc_fsdp_buf_t;
+
+struct tcomms_fsdp {
+    tcomms_fsdp_groups_t groups;
+    tcomms_fsdp_config_t cfg;
+    char *log_path;
+    tc_fsdp_domain_t dom[TC_FSDP_NDOMAINS];
+    int finalized;
+
+    tc_fsdp_param_t *params;
+    int nparams, cap_params;
+    tc_fsdp_bucket_t *buckets;
+    int nbuckets;
+    tc_fsdp_unit_t *units;
+    int nunits;
+    int *order, norder; /* forward order of units (set_order), or NULL for 0..n-1 */
+    int max_unit_buckets;
+
+    tc_fsdp_buf_t *ubufs; /* ZeRO-3 unit buffers */
+    int nubufs;
+    tc_fsdp_buf_t *gslots; /* ZeRO-2/3 gradient slots */
+    int ngslots;
+    void *staging;         /* hybrid: one intra shard of main params, for install_weights */
+    uint64_t clock;
+
+    int in_backward, is_last, microbatches;
+    tc_fsdp_phase_t phase;
+
+    uint64_t issued, hash;
+    FILE *log;
+    int members_rank;
+    tcomms_status_t failed; /* first failed collective: later calls answer ABORTED */
+    char failed_msg[256];
+};
+
+/* runtime.c: the checks every entry point starts with (NULL, finalized, no earlier failure), and id checks. */
+tcomms_status_t tc_fsdp_ready(const tcomms_fsdp_t *rt, const char *fn);
+tcomms_status_t tc_fsdp_check_unit(const tcomms_fsdp_t *rt, int unit, const char *fn);
+/* What a per-parameter entry point checks first: tc_fsdp_ready, a registered `param_id`, and a non-NULL `ptr`
+ * (named `what` in the message). */
+tcomms_status_t tc_fsdp_param_entry(const tcomms_fsdp_t *rt, int param_id, const void *ptr, const char *what,
+                                    const char *fn);
+/* The strategy shards the model weights (ZeRO-3). */
+int tc_fsdp_zero3(const tcomms_fsdp_t *rt);
+/* The strategy reduce-scatters every microbatch from gradient slots (ZeRO-2/3). */
+int tc_fsdp_slots(const tcomms_fsdp_t *rt);
+
+/* bucket.c */
+tcomms_status_t tc_fsdp_build_buckets(tcomms_fsdp_t *rt);
+tcomms_status_t tc_fsdp_alloc_buckets(tcomms_fsdp_t *rt);
+void tc_fsdp_free_buckets(tcomms_fsdp_t *rt);
+
+/* gather.c */
+tcomms_status_t tc_fsdp_gather_init(tcomms_fsdp_t *rt);
+/* Take a reference for `dir` on `unit`, gathering its weights (ZeRO-3) and posting the prefetch that follows. */
+tcomms_status_t tc_fsdp_acquire(tcomms_fsdp_t *rt, int unit, tcomms_fsdp_dir_t dir, const char *fn);
+tcomms_status_t tc_fsdp_release(tcomms_fsdp_t *rt, int unit, tcomms_fsdp_dir_t dir, const char *fn);
+/* Finish every all-gather in flight and forget gathered, unreferenced weights (they are stale after the shards
+ * change). INVALID_ARG when a unit holds a reference, unless `force` (destroy). */
+tcomms_status_t tc_fsdp_drop_gathered(tcomms_fsdp_t *rt, int force, const char *fn);
+/* The gathered weights of `unit` when it has any (waiting for their all-gather), else NULL. */
+tcomms_status_t tc_fsdp_gathered(tcomms_fsdp_t *rt, int unit, void **data);
+
+/* reduce.c */
+tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt);
+/* Complete every reduction in flight (destroy, zero_grad, finish_grad_sync). */
+tcomms_status_t tc_fsdp_reduce_drain(tcomms_fsdp_t *rt);
+
+/* issue.c: whether any work handle of the runtime is still held (destroy must not free its buffers). */
+int tc_fsdp_pending(const tcomms_fsdp_t *rt);
+/* Post one collective in place on `buf` (count: elements per rank for gathers and scatters, all of them
+ * for an all-reduce), recording it; *work stays NULL when the communicator has one rank (nothing to do). */
+tcomms_status_t tc_fsdp_post(tcomms_fsdp_t *rt, tc_fsdp_coll_t coll, int domain, tc_fsdp_on_t on, int bucket,
+                             void *buf, size_t count, tcomms_dtype_t dtype, tcomms_work_t **work);
+/* Wait for *work (NULL: done) within the configured timeout and free it. A failure marks the runtime failed; a
+ * timeout keeps the handle, as the operation may still write its buffer. */
+tcomms_status_t tc_fsdp_wait(tcomms_fsdp_t *rt, tcomms_work_t **work);
+/* Record `st` (the current message) as the runtime's failure and return it. */
+tcomms_status_t tc_fsdp_fail(tcomms_fsdp_t *rt, tcomms_status_t st);
+uint64_t tc_fsdp_hash_bytes(uint64_t h, const void *p, size_t n);
+uint64_t tc_fsdp_hash_i64(uint64_t h, int64_t v);
+#define TC_FSDP_HASH_INIT 0xcbf29ce484222325ULL
+tcomms_status_t tc_fsdp_log_open(tcomms_fsdp_t *rt);
+
+/* ops.c: element-wise work and memory, host side. */
+tcomms_status_t tc_fsdp_alloc(size_t bytes, void **out);
+void tc_fsdp_free(void *p);
+void tc_fsdp_zero(void *buf, size_t n, tcomms_dtype_t dtype);
+void tc_fsdp_cast(void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st, size_t n);
+void tc_fsdp_scale(void *buf, size_t n, tcomms_dtype_t dtype, double s);
+void tc_fsdp_add(void *dst, const void *src, size_t n, tcomms_dtype_t dtype);
+
+/* Byte address of element `i` of a `dtype` array. */
+static inline void *tc_fsdp_at(void *base, size_t i, tcomms_dtype_t dtype)
+{
+    return (char *)base + i * tcomms_dtype_size(dtype);
+}
+
+#endif

@@ -1,0 +1,14 @@
+# FSDP training against the unsharded reference (examples/fsdp_mlp): a subset of the matrix in make check, the
+# whole matrix in make check-full (TCOMMS_FSDP_FULL=1; tens of minutes on 2 cores).
+if HAVE_CHECK
+check_PROGRAMS += tests/test_fsdp_train
+TESTS += tests/test_fsdp_train
+tests_test_fsdp_train_SOURCES = tests/test_fsdp_train.c
+tests_test_fsdp_train_CPPFLAGS = $(mrank_cppflags)
+tests_test_fsdp_train_CFLAGS = $(mrank_cflags)
+tests_test_fsdp_train_LDADD = examples/fsdp_mlp/libfsdpmlp.la $(mrank_ldadd)
+
+check-full: all tests/test_fsdp_train
+	@$(AM_TESTS_ENVIRONMENT) TCOMMS_FSDP_FULL=1 $(abs_top_builddir)/tests/test_fsdp_train
+.PHONY: check-full
+endif
