@@ -97,6 +97,8 @@ tests_test_group_CPPFLAGS = $(unit_cppflags)
 tests_test_group_LDADD = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS)
 endif
 
+EXTRA_DIST += tests/check_run.h
+
 include tests/run.mk
 include tests/mrank.mk
 include tests/perf.mk

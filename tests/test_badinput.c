@@ -9,6 +9,7 @@
 #include <tcomms/tcomms.h>
 
 #include "mrank.h"
+#include "check_run.h"
 
 static char backends[8][32];
 static int nbackends;
@@ -431,9 +432,5 @@ int main(void)
     tcase_add_test(plain, malformed_hint_specs);
     tcase_add_test(plain, bad_names);
     suite_add_tcase(s, plain);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

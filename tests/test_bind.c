@@ -10,6 +10,7 @@
 #include <tcomms/backend.h> /* TCOMMS_COLL_FLAG_BLOCKING, as the fake module sees it */
 
 #include "fake_calls.h"
+#include "check_run.h"
 
 /* The counters of module `name`, which the loader has already loaded. */
 static fake_calls_t *calls_of(const char *name)
@@ -356,9 +357,5 @@ int main(void)
     tcase_add_test(tc, test_group_bracketing);
     tcase_add_test(tc, test_group_without_entries);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

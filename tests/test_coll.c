@@ -10,6 +10,7 @@
 #include <tcomms/tcomms.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "coll_ref.h"
 #include "mrank.h"
 
@@ -872,9 +873,5 @@ int main(void)
     tcase_set_timeout(tc, longest + 30);
     tcase_add_loop_test(tc, test_coll_table, 0, nbackends * nrank_counts);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -11,6 +11,7 @@
 #include <tcomms/tcomms.h>
 
 #include "mrank.h"
+#include "check_run.h"
 
 #define MAX_BACKENDS 8
 #define MIN_RANKS 2
@@ -256,9 +257,5 @@ int main(void)
     tcase_set_timeout(tc, JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(tc, test_concurrent, 0, nbackends * T_KINDS * (MAX_RANKS - MIN_RANKS + 1));
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "check_run.h"
 
 /* Exact value of a half bit pattern, computed from the IEEE formula in double. */
 static double half_value(uint16_t h)
@@ -213,9 +214,5 @@ int main(void)
     tcase_add_loop_test(tc, test_kernels, 0, TCOMMS_DTYPE_COUNT);
     tcase_add_test(tc, test_wraparound);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "check_run.h"
 
 static const char *const all_vars[] = {
     "TCOMMS_RANK", "TCOMMS_SIZE", "TCOMMS_LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
@@ -135,9 +136,5 @@ int main(void)
     tcase_add_test(tc, test_malformed);
     tcase_add_test(tc, test_parsers);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "check_run.h"
 
 START_TEST(test_strings)
 {
@@ -58,9 +59,5 @@ int main(void)
     tcase_add_test(tc, test_strings);
     tcase_add_test(tc, test_thread_local);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

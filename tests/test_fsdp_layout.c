@@ -12,6 +12,7 @@
 
 #include "fsdp/groups.h"
 #include "mrank.h"
+#include "check_run.h"
 
 #define MAX_BACKENDS 8
 #define NKINDS TCOMMS_FSDP_GROUP_KIND_COUNT
@@ -686,9 +687,5 @@ int main(void)
         printf("test_fsdp_layout: TCOMMS_TEST_BACKENDS is empty: multi-rank cases skipped\n");
     }
     suite_add_tcase(s, tg);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "mrank.h"
+#include "check_run.h"
 
 #define MAX_BACKENDS 8
 #define OP_TIMEOUT_MS 20000u
@@ -761,9 +762,5 @@ int main(void)
     tcase_add_loop_test(tc, test_hsdp_expert, 0, nbackends);
     tcase_add_loop_test(tc, test_misc, 0, nbackends);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

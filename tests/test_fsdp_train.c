@@ -12,6 +12,7 @@
 
 #include "../examples/fsdp_mlp/train.h"
 #include "mrank.h"
+#include "check_run.h"
 
 #define MAX_BACKENDS 8
 #define STEPS 3
@@ -500,9 +501,5 @@ int main(void)
         tcase_add_loop_test(tc, test_order_mismatch, 0, 2 * nbackends);
         suite_add_tcase(s, tc);
     }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

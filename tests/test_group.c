@@ -11,6 +11,7 @@
 #include <tcomms/tcomms.h>
 
 #include "mrank.h"
+#include "check_run.h"
 
 #define MAX_BACKENDS 8
 #define NRANKS 3
@@ -245,9 +246,5 @@ int main(void)
     tcase_add_loop_test(tc, test_groups, 0, nbackends);
     tcase_add_loop_test(tc, test_synchronize, 0, nbackends);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "hints.h"
+#include "check_run.h"
 
 static tcomms_hints_t *h;
 
@@ -128,9 +129,5 @@ int main(void)
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_merge_and_check);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

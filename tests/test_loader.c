@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "loader.h"
+#include "check_run.h"
 
 static char real_backend_path[4096]; /* TCOMMS_BACKEND_PATH as the Makefile set it, before the fakes replace it */
 
@@ -375,9 +376,5 @@ int main(void)
     tcase_add_test(tc, test_user_store);
     tcase_add_test(tc, test_no_stdout);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

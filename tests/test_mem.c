@@ -11,6 +11,7 @@
 
 #include "fake_calls.h"
 #include "mrank.h"
+#include "check_run.h"
 
 #define MAX_BACKENDS 8
 #define JOB_S 60
@@ -249,9 +250,5 @@ int main(void)
         suite_add_tcase(s, tr);
     } else
         printf("test_mem: TCOMMS_TEST_BACKENDS is empty: real CPU backends not tested\n");
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

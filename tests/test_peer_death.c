@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mrank.h"
+#include "check_run.h"
 
 #ifndef PEER_DEATH_PROG
 #define PEER_DEATH_PROG "tests/peer_death_prog"
@@ -283,9 +284,5 @@ int main(void)
     tcase_set_timeout(tr, LAUNCHER_BOUND_S + 30);
     tcase_add_loop_test(tr, launcher_takes_the_job_down, 0, 2);
     suite_add_tcase(s, tr);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "check_run.h"
 
 #define RUN_LIMIT_S 90 /* a run still going after this is killed and fails the test */
 #define MAX_ROWS 1024
@@ -670,9 +671,5 @@ int main(void)
     tcase_add_loop_test(tc, test_cuda_stand_in, 0, (int)(sizeof cuda_runs / sizeof cuda_runs[0]));
     tcase_add_test(tc, test_help);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "check_run.h"
 
 #define LAUNCH_LIMIT_MS 20000 /* the longest a launch may take before the test kills it and fails */
 #define GONE_LIMIT_MS 3000    /* SIGKILLed processes must be gone this soon after the launcher returns */
@@ -603,9 +604,5 @@ int main(void)
     tcase_add_test(tc, test_help_and_version);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(s);
 }

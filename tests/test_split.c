@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "mrank.h"
+#include "check_run.h"
 
 #define MAX_BACKENDS 8
 #define OP_TIMEOUT_MS 15000u
@@ -391,9 +392,5 @@ int main(void)
     tcase_set_timeout(tl, LEAK_JOB_S + 30);
     tcase_add_loop_test(tl, test_split_no_leaks, 0, nbackends);
     suite_add_tcase(s, tl);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -15,6 +15,7 @@
 
 #include "store.h"
 #include "store_proto.h"
+#include "check_run.h"
 
 #define ck_ok(expr)                                                                                                   \
     do {                                                                                                              \
@@ -879,9 +880,5 @@ int main(void)
     tcase_add_test(user, test_user_ops_null_callbacks);
     suite_add_tcase(suite, user);
 
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(suite);
 }

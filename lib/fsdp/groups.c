@@ -99,6 +99,19 @@ static tcomms_status_t duplicate(tcomms_comm_t *shard, const char *name, tcomms_
     return st != TCOMMS_SUCCESS ? st : tcomms_comm_split_color(shard, 0, r, name, NULL, out);
 }
 
+/* Every split ends with reads from the world's store. A host-blocking barrier keeps a rank that is done early (one
+ * outside the layout has nothing else to do) from destroying the world, and with it the store rank 0 serves,
+ * while others still read: seen as "connection to the store lost" on a 5-rank run with rank_offset 1. */
+static tcomms_status_t settle(tcomms_comm_t *world)
+{
+    tcomms_work_t *w = NULL;
+    tcomms_status_t st = tcomms_barrier(world, NULL, &w);
+    if (st == TCOMMS_SUCCESS)
+        st = tcomms_work_synchronize(w, 0); /* a device world's barrier is stream-ordered: block the host */
+    tcomms_work_free(w);
+    return st == TCOMMS_SUCCESS ? st : tc_error_prefix(st, "tcomms_fsdp_groups_create: final barrier: ");
+}
+
 tcomms_status_t tcomms_fsdp_groups_create(tcomms_comm_t *world, const tcomms_fsdp_layout_t *layout,
                                           tcomms_fsdp_groups_t *groups)
 {
@@ -136,6 +149,8 @@ tcomms_status_t tcomms_fsdp_groups_create(tcomms_comm_t *world, const tcomms_fsd
         if (st != TCOMMS_SUCCESS)
             tc_error_prefix(st, "tcomms_fsdp_groups_create: splitting %s: ", name);
     }
+    if (st == TCOMMS_SUCCESS)
+        st = settle(world);
     if (st != TCOMMS_SUCCESS)
         tcomms_fsdp_groups_destroy(groups);
     return st;

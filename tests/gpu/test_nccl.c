@@ -12,6 +12,7 @@
 #include "../mrank.h"
 #include "gpu_util.h"
 #include "nccl_cases.h"
+#include "../check_run.h"
 
 #define JOB_TIMEOUT_S 150
 
@@ -156,9 +157,5 @@ int main(void)
     tcase_add_loop_test(tc, test_group_ring, 0, nsizes);
     tcase_add_loop_test(tc, test_registration, 0, nsizes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }
