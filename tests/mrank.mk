@@ -8,7 +8,8 @@ mrank_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
 mrank_ldadd = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS) -lm
 
 check_LTLIBRARIES += tests/libmrank.la
-tests_libmrank_la_SOURCES = tests/mrank.c tests/mrank.h tests/coll_ref.c tests/coll_ref.h tools/run/port.c
+tests_libmrank_la_SOURCES = tests/mrank.c tests/mrank.h tests/mrank_world.c tests/mrank_world.h tests/coll_ref.c \
+	tests/coll_ref.h tools/run/port.c
 tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
 tests_libmrank_la_CFLAGS = $(mrank_cflags)
 

@@ -12,6 +12,7 @@
 
 #include "mrank.h"
 #include "check_run.h"
+#include "mrank_world.h"
 
 #define MAX_BACKENDS 8
 #define MIN_RANKS 2
@@ -49,19 +50,6 @@ static int check_sum(const float *b, size_t n, int size, int k, const char *what
                                (double)b[i], want);
     }
     return 0;
-}
-
-static tcomms_comm_t *open_world(const char *backend, int rank)
-{
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backend;
-    p.timeout_ms = OP_TIMEOUT_MS;
-    tcomms_comm_t *c = NULL;
-    tcomms_status_t st = tcomms_comm_create(&p, &c);
-    if (st != TCOMMS_SUCCESS)
-        mrank_logf("FAIL rank %d: tcomms_comm_create(%s): %s", rank, backend, tcomms_last_error());
-    return c;
 }
 
 /* An async all_reduce of round k on `comm`; n == 0 marks a slot not used. */
@@ -196,7 +184,7 @@ static int concurrent_rank(int rank, int size, void *arg)
     const int *a = arg;
     const char *backend = backends[a[0]];
     kind_t kind = (kind_t)a[1];
-    tcomms_comm_t *world = open_world(backend, rank);
+    tcomms_comm_t *world = mrank_world(backend, OP_TIMEOUT_MS, rank);
     if (world == NULL)
         return 1;
     /* The second communicator: a split over every rank, in reverse order, so ranks differ between the two. */

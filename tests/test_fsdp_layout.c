@@ -13,6 +13,7 @@
 #include "fsdp/groups.h"
 #include "mrank.h"
 #include "check_run.h"
+#include "mrank_world.h"
 
 #define MAX_BACKENDS 8
 #define NKINDS TCOMMS_FSDP_GROUP_KIND_COUNT
@@ -506,18 +507,6 @@ static int corrupted(const tcomms_fsdp_groups_t *g, const tcomms_fsdp_layout_t *
     return 0;
 }
 
-static tcomms_comm_t *open_world(const char *backend, int rank)
-{
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backend;
-    p.timeout_ms = OP_TIMEOUT_MS;
-    tcomms_comm_t *c = NULL;
-    if (tcomms_comm_create(&p, &c) != TCOMMS_SUCCESS)
-        mrank_logf("FAIL rank %d: tcomms_comm_create(%s): %s", rank, backend, tcomms_last_error());
-    return c;
-}
-
 /* Create the groups of `p`, check them by hand and with tc_fsdp_groups_check; keep them in *kept if asked. */
 static int layout_case(tcomms_comm_t *world, int w, const tcomms_fsdp_layout_params_t *p, const char *label,
                        tcomms_fsdp_groups_t *kept, tcomms_fsdp_layout_t **kept_layout)
@@ -562,7 +551,7 @@ static int four_ranks(int rank, int size, void *arg)
 {
     (void)size;
     shared_t *sh = arg;
-    tcomms_comm_t *world = open_world(backends[sh->backend], rank);
+    tcomms_comm_t *world = mrank_world(backends[sh->backend], OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
     const tcomms_fsdp_layout_params_t dense = {.tp = 2, .dp = 2}, hsdp = {.dp = 4, .outer_dp = 2};
@@ -628,7 +617,7 @@ static int five_ranks(int rank, int size, void *arg)
 {
     (void)size;
     shared_t *sh = arg;
-    tcomms_comm_t *world = open_world(backends[sh->backend], rank);
+    tcomms_comm_t *world = mrank_world(backends[sh->backend], OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
     const tcomms_fsdp_layout_params_t p = {.tp = 2, .dp = 2, .ep = 2, .order = "dp-ep-tp-cp-pp", .rank_offset = 1};

@@ -13,6 +13,7 @@
 #include "../examples/fsdp_mlp/train.h"
 #include "mrank.h"
 #include "check_run.h"
+#include "mrank_world.h"
 
 #define MAX_BACKENDS 8
 #define STEPS 3
@@ -85,26 +86,11 @@ static mlp_opts_t case_opts(const tcase_t *c)
     return o;
 }
 
-static tcomms_comm_t *create_world(const char *backend, int rank)
-{
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backend;
-    p.timeout_ms = OP_TIMEOUT_MS;
-    tcomms_comm_t *comm = NULL;
-    tcomms_status_t st = tcomms_comm_create(&p, &comm);
-    if (st != TCOMMS_SUCCESS) {
-        mrank_logf("FAIL rank %d: tcomms_comm_create(%s): %s", rank, backend, tcomms_last_error());
-        return NULL;
-    }
-    return comm;
-}
-
 /* In each rank: every case of the job in turn on one world communicator. Comparison is the parent's job. */
 static int job_rank(int rank, int size, void *arg)
 {
     job_t *j = arg;
-    tcomms_comm_t *world = create_world(backends[j->backend], rank);
+    tcomms_comm_t *world = mrank_world(backends[j->backend], OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
     for (int k = 0; k < j->n; k++) {
@@ -392,7 +378,7 @@ static int mismatch_rank(int rank, int size, void *arg)
 {
     mismatch_t *m = arg;
     (void)size;
-    tcomms_comm_t *world = create_world(backends[m->backend], rank);
+    tcomms_comm_t *world = mrank_world(backends[m->backend], OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
     slot_t *s = &m->slots[rank];

@@ -12,6 +12,7 @@
 
 #include "mrank.h"
 #include "check_run.h"
+#include "mrank_world.h"
 
 #define MAX_BACKENDS 8
 #define NRANKS 3
@@ -33,18 +34,6 @@ typedef struct shared {
 static int32_t pattern(int r, int round, size_t i)
 {
     return (int32_t)((uint32_t)r * 2654435761u ^ (uint32_t)round * 40503u ^ (uint32_t)i * 2246822519u);
-}
-
-static tcomms_comm_t *create(const char *backend, int rank)
-{
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backend;
-    p.timeout_ms = OP_TIMEOUT_MS;
-    tcomms_comm_t *comm = NULL;
-    if (tcomms_comm_create(&p, &comm) != TCOMMS_SUCCESS)
-        mrank_failf("FAIL rank %d, %s: create: %s", rank, backend, tcomms_last_error());
-    return comm;
 }
 
 static int check_call(int rank, const char *what, tcomms_status_t st, tcomms_status_t want)
@@ -123,7 +112,7 @@ static int group_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
     const char *backend = backends[sh->backend];
-    tcomms_comm_t *comm = create(backend, rank);
+    tcomms_comm_t *comm = mrank_world(backend, OP_TIMEOUT_MS, rank);
     if (!comm)
         return 1;
     int32_t *sbuf = malloc(RING_ELEMS * sizeof(int32_t)), *rbuf = malloc(RING_ELEMS * sizeof(int32_t));
@@ -178,7 +167,7 @@ static int group_rank(int rank, int size, void *arg)
 static int sync_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    tcomms_comm_t *comm = create(backends[sh->backend], rank);
+    tcomms_comm_t *comm = mrank_world(backends[sh->backend], OP_TIMEOUT_MS, rank);
     if (!comm)
         return 1;
     int fails = 0;

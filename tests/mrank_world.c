@@ -1,0 +1,18 @@
+/* The root communicator of a multi-rank test child (tests/mrank_world.h). */
+#include "mrank_world.h"
+
+#include "mrank.h"
+
+tcomms_comm_t *mrank_world(const char *backend, uint32_t timeout_ms, int rank)
+{
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
+    p.backend = backend;
+    p.timeout_ms = timeout_ms;
+    tcomms_comm_t *comm = NULL;
+    if (tcomms_comm_create(&p, &comm) != TCOMMS_SUCCESS) {
+        mrank_logf("FAIL rank %d: tcomms_comm_create(%s): %s", rank, backend, tcomms_last_error());
+        return NULL;
+    }
+    return comm;
+}
