@@ -1,8 +1,9 @@
 /* run_child: the program tests/test_run.c starts under tcomms-run. Options, acted on in this order, make a rank
- * record its pid, print its environment or odd output, fork a descendant, trap signals, fail, or sleep, so the
+ * record its pid, print its environment, its CPUs or odd output, fork a descendant, trap signals, fail, or sleep, so the
  * tests can check from outside what the launcher set, relayed and cleaned up. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,8 @@ static const char *env_or_unset(const char *name)
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *partial = NULL;
-    int print_env = 0, stderr_line = 0, trap = 0, ignore_term = 0, grandchild = 0, quiet_grandchild = 0, input = 0;
+    int print_cpus = 0, print_env = 0, stderr_line = 0, trap = 0, ignore_term = 0, grandchild = 0;
+    int quiet_grandchild = 0, input = 0;
     int exit_rank = -1, exit_code = 0, kill_rank = -1, args_from = -1;
     long long_bytes = 0, sleep_s = 0, yes_ms = 0;
 
@@ -76,6 +78,7 @@ int main(int argc, char **argv)
         int has1 = i + 1 < argc, has2 = i + 2 < argc;
         if (strcmp(a, "--pid-dir") == 0 && has1) dir = argv[++i];
         else if (strcmp(a, "--print-env") == 0) print_env = 1;
+        else if (strcmp(a, "--print-cpus") == 0) print_cpus = 1;
         else if (strcmp(a, "--stderr-line") == 0) stderr_line = 1;
         else if (strcmp(a, "--stdin") == 0) input = 1;
         else if (strcmp(a, "--partial") == 0 && has1) partial = argv[++i];
@@ -132,6 +135,16 @@ int main(int argc, char **argv)
     if (dir) {
         snprintf(name, sizeof name, "pid.%d", rank);
         write_file(dir, name, (long)getpid());
+    }
+    if (print_cpus) { /* "cpus 0,1" */
+        cpu_set_t set;
+        char line[4096] = "cpus";
+        size_t len = strlen(line);
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            for (int c = 0; c < CPU_SETSIZE && len + 12 < sizeof line; c++)
+                if (CPU_ISSET(c, &set))
+                    len += (size_t)snprintf(line + len, sizeof line - len, "%s%d", len == 4 ? " " : ",", c);
+        printf("%s\n", line);
     }
     if (print_env)
         printf("rank=%s size=%s local_rank=%s local_size=%s addr=%s port=%s backend=%s\n", env_or_unset("TCOMMS_RANK"),

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,6 +355,86 @@ START_TEST(test_program_args_untouched)
 }
 END_TEST
 
+/* The CPUs rank r printed ("[r] cpus 0,3,4"), as a set; 0 when the line is missing or malformed. */
+static int rank_cpus(const char *out, int r, cpu_set_t *set)
+{
+    char head[32];
+    snprintf(head, sizeof head, "[%d] cpus ", r);
+    const char *p = strstr(out, head);
+    if (p == NULL)
+        return 0;
+    CPU_ZERO(set);
+    for (p += strlen(head); *p >= '0' && *p <= '9';) {
+        char *end;
+        long c = strtol(p, &end, 10);
+        if (c < 0 || c >= CPU_SETSIZE)
+            return 0;
+        CPU_SET((int)c, set);
+        p = *end == ',' ? end + 1 : end;
+    }
+    return *p == '\n';
+}
+
+/* --cpu-bind auto: every rank's CPUs are non-empty, disjoint from the others' (there are at least as many CPUs as
+ * ranks here, else they are shared round robin), contiguous in the launcher's list, and together the launcher's;
+ * without it every rank has all of them. Judged from properties, not recomputed. */
+static void check_cpu_bind(int nranks, int bind)
+{
+    cpu_set_t all, seen;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    int m = CPU_COUNT(&all);
+    char n[8];
+    snprintf(n, sizeof n, "%d", nranks);
+    const char *with[] = {"-n", n, "--cpu-bind", "auto", child, "--print-cpus", NULL};
+    const char *without[] = {"-n", n, child, "--print-cpus", NULL};
+    launch_t l = {0};
+    run_launcher(bind ? with : without, &l);
+    ck_assert_int_eq(exit_status(&l), 0);
+    CPU_ZERO(&seen);
+    for (int r = 0; r < nranks; r++) {
+        cpu_set_t set, both;
+        ck_assert_msg(rank_cpus(l.out, r, &set), "no cpus line of rank %d in:\n%s", r, l.out);
+        ck_assert_msg(CPU_COUNT(&set) > 0, "rank %d has no CPU", r);
+        CPU_AND(&both, &set, &all);
+        ck_assert_msg(CPU_EQUAL(&both, &set), "rank %d runs on CPUs tcomms-run may not use", r);
+        if (!bind) {
+            ck_assert_msg(CPU_EQUAL(&set, &all), "rank %d was restricted without --cpu-bind", r);
+            continue;
+        }
+        CPU_AND(&both, &set, &seen);
+        ck_assert_msg(m < nranks || CPU_COUNT(&both) == 0, "rank %d shares a CPU with a lower rank", r);
+        int first = -1, last = -1, inside = 0; /* contiguous among the launcher's CPUs */
+        for (int c = 0; c < CPU_SETSIZE; c++) {
+            if (!CPU_ISSET(c, &all))
+                continue;
+            if (CPU_ISSET(c, &set)) {
+                first = first < 0 ? c : first;
+                last = c;
+            }
+        }
+        for (int c = first; c <= last; c++)
+            inside += CPU_ISSET(c, &all) && !CPU_ISSET(c, &set);
+        ck_assert_msg(inside == 0, "rank %d's CPUs are not one contiguous block", r);
+        CPU_OR(&seen, &seen, &set);
+    }
+    ck_assert_msg(!bind || CPU_EQUAL(&seen, &all) || m < nranks, "the ranks' CPUs do not add up to the launcher's");
+    launch_free(&l);
+}
+
+START_TEST(test_cpu_bind)
+{
+    check_cpu_bind(2, 1);
+    check_cpu_bind(3, 1);
+    check_cpu_bind(2, 0);
+    const char *bad[] = {"-n", "2", "--cpu-bind", "sometimes", child, NULL};
+    launch_t l = {0};
+    run_launcher(bad, &l);
+    ck_assert_int_eq(exit_status(&l), 2);
+    ck_assert_msg(strstr(l.err, "--cpu-bind"), "stderr does not name --cpu-bind:\n%s", l.err);
+    launch_free(&l);
+}
+END_TEST
+
 /* Rank 0 reads the launcher's stdin when it is a pipe; the other ranks read /dev/null. */
 START_TEST(test_stdin_to_rank0)
 {
@@ -588,6 +669,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_all_ranks_succeed);
     tcase_add_test(tc, test_port_backend_untagged);
+    tcase_add_test(tc, test_cpu_bind);
     tcase_add_test(tc, test_backend_inherited);
     tcase_add_test(tc, test_program_args_untouched);
     tcase_add_test(tc, test_stdin_to_rank0);

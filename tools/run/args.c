@@ -20,6 +20,8 @@ static void usage(FILE *f)
           "  --backend B        set TCOMMS_BACKEND=B in every rank (e.g. gloo, or cpu:gloo,cuda:nccl)\n"
           "  --timeout SECONDS  end the job when it runs longer than this (exit status 124)\n"
           "  --port P           master port (default: a free port on 127.0.0.1)\n"
+          "  --cpu-bind auto|none  auto: each rank on its own contiguous block of the CPUs tcomms-run may use\n"
+          "                     (default none: the ranks inherit tcomms-run's CPUs)\n"
           "  --tag-output       prefix every output line with \"[RANK] \" (the default)\n"
           "  --no-tag-output    relay output lines unchanged\n"
           "  -h, --help         show this help and exit\n"
@@ -84,6 +86,10 @@ static int parse_value(const char *opt, const char *val, run_opts_t *o)
         if (parse_long(val, 1, 65535, &v) != 0)
             return usage_error("--port needs a port from 1 to 65535, not '%s'", val);
         o->port = (int)v;
+    } else if (strcmp(opt, "--cpu-bind") == 0) {
+        if (strcmp(val, "auto") != 0 && strcmp(val, "none") != 0)
+            return usage_error("--cpu-bind takes auto or none, not '%s'", val);
+        o->cpu_bind = val[0] == 'a';
     } else if (strcmp(opt, "--timeout") == 0) {
         char *end;
         errno = 0;
@@ -100,7 +106,7 @@ static int parse_value(const char *opt, const char *val, run_opts_t *o)
 
 int run_parse_args(int argc, char **argv, run_opts_t *o)
 {
-    static const char *const valued[] = {"-n", "--backend", "--timeout", "--port"};
+    static const char *const valued[] = {"-n", "--backend", "--timeout", "--port", "--cpu-bind"};
     int i = 1;
     memset(o, 0, sizeof *o);
     o->tag = 1;

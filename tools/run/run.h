@@ -19,8 +19,14 @@ typedef struct run_opts {
     double timeout_s;    /* 0: none */
     int port;            /* 0: pick a free one */
     int tag;
+    int cpu_bind;        /* --cpu-bind auto: each rank on its own block of the launcher's CPUs */
     char **argv;         /* PROGRAM ARGS..., NULL-terminated */
 } run_opts_t;
+
+/* bind.c: give the calling thread rank r's block of the launcher's original CPUs (of n ranks), so the rank spawned
+ * next inherits it; -1 with errno on failure. run_bind_restore puts the original set back. */
+int run_bind_rank(int r, int n);
+void run_bind_restore(void);
 
 /* Fill `o` from the command line. Returns -1 to go on, otherwise the status to exit with (help, version, error). */
 int run_parse_args(int argc, char **argv, run_opts_t *o);

@@ -314,7 +314,13 @@ static int spawn_rank(run_job_t *job, int r, char **env, char *rank_var, char *l
     posix_spawnattr_setpgroup(&attr, 0); /* its own group: signals reach its descendants too */
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
 
-    int e = posix_spawnp(&pid, job->opts.argv[0], &fa, &attr, job->opts.argv, env);
+    int e = -1; /* -1: not spawned, the reason printed already */
+    if (job->opts.cpu_bind && run_bind_rank(r, job->opts.nranks) != 0)
+        fprintf(stderr, "tcomms-run: --cpu-bind: cannot set the CPUs of rank %d: %s\n", r, strerror(errno));
+    else
+        e = posix_spawnp(&pid, job->opts.argv[0], &fa, &attr, job->opts.argv, env);
+    if (job->opts.cpu_bind)
+        run_bind_restore();
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(out[1]);
@@ -322,6 +328,8 @@ static int spawn_rank(run_job_t *job, int r, char **env, char *rank_var, char *l
     if (e != 0) {
         close(out[0]);
         close(err[0]);
+        if (e == -1)
+            return 1;
         if (e == EAGAIN || e == ENOMEM) {
             fprintf(stderr, "tcomms-run: cannot start rank %d: %s\n", r, strerror(e));
             return 1;
