@@ -57,6 +57,7 @@ typedef struct bench_opts {
     int iters, warmup, check, root, average, blocking;
     int ngpus; /* -g: ranks to fork, for programs that start their own (0: not given) */
     int local_register; /* -R (nccl_bench): 0 cudaMalloc, 1 ncclMemAlloc + ncclCommRegister, 2 + a window */
+    int cpu_bind;       /* --cpu-bind auto (nccl_bench): each forked rank on its own block of CPUs */
     enum bench_dtype_id dtype;
     enum bench_op_id op;
     const char *json, *label;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "run.h" /* run_bind_rank: tools/run/bind.c, built in by compare-nccl */
 
 #define PROG "nccl_bench"
 
@@ -327,6 +328,10 @@ int main(int argc, char **argv)
     for (nkids = 0; nkids < n; nkids++) {
         kids[nkids] = fork();
         if (kids[nkids] == 0) {
+            if (o.cpu_bind && run_bind_rank(nkids, n) != 0) { /* tools/run/bind.c, as tcomms-run --cpu-bind */
+                perror(PROG ": --cpu-bind");
+                _exit(1);
+            }
             int st = rank_main(&o, nkids, n, id);
             fflush(stdout);
             _exit(st);
