@@ -5,6 +5,7 @@
 #include "../tools/run/port.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -112,6 +113,18 @@ void mrank_case_status(mrank_case_t *c, const char *call, int status, const char
 int mrank_free_port(void)
 {
     return run_free_port(); /* tools/run/port.c: below the kernel's ephemeral range */
+}
+
+int mrank_count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
 }
 
 void *mrank_shared_alloc(size_t len)

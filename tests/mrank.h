@@ -22,6 +22,9 @@ int mrank_run_ex(int nranks, mrank_fn_t fn, void *arg, int timeout_s, unsigned e
 /* A TCP port free on 127.0.0.1, chosen below the kernel's ephemeral range, or -1. */
 int mrank_free_port(void);
 
+/* Open file descriptors of this process (entries of /proc/self/fd), or -1: for leak checks. */
+int mrank_count_fds(void);
+
 /* Seconds on CLOCK_MONOTONIC. */
 double mrank_now(void);
 

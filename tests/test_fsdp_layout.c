@@ -3,7 +3,6 @@
  * bad parameters; then, on every CPU backend, the communicators tcomms_fsdp_groups_create makes on 4 and 5 ranks,
  * and tc_fsdp_groups_check passing on them and failing, on every rank and without a hang, on corrupted structs. */
 #include <check.h>
-#include <dirent.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -535,18 +534,6 @@ static int layout_case(tcomms_comm_t *world, int w, const tcomms_fsdp_layout_par
     return fails;
 }
 
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (!d)
-        return -1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 static int four_ranks(int rank, int size, void *arg)
 {
     (void)size;
@@ -582,16 +569,16 @@ static int four_ranks(int rank, int size, void *arg)
         for (int f = 0; f < NFIELDS; f++)
             fails += *field(&g, tfields[f].name) != NULL;
         /* create/destroy cycles must not leave communicators (sockets) behind */
-        int fd0 = count_fds();
+        int fd0 = mrank_count_fds();
         for (int c = 0; c < 3 && !fails; c++) {
             if (tcomms_fsdp_groups_create(world, l, &g) != TCOMMS_SUCCESS)
                 fails += mrank_failf("FAIL world rank %d: cycle %d: %s", rank, c, tcomms_last_error());
             else
                 tcomms_fsdp_groups_destroy(&g);
         }
-        if (!fails && count_fds() > fd0)
+        if (!fails && mrank_count_fds() > fd0)
             fails += mrank_failf("FAIL world rank %d: fds grew from %d to %d over create/destroy", rank, fd0,
-                                 count_fds());
+                                 mrank_count_fds());
         tcomms_fsdp_layout_free(l);
     }
     /* a layout that differs on one rank, or outgrows the world, is refused on every rank */

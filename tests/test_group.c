@@ -3,7 +3,6 @@
  * nested groups; an unbalanced end; 100 groups holding a rejected call without fd growth; a group whose last
  * receive never matches (an error from the end, not a hang); synchronize agreeing with wait. */
 #include <check.h>
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,18 +79,6 @@ static int ring(tcomms_comm_t *comm, int rank, int size, size_t n, int round, in
     return fails ? fails : check_block(rank, nest ? "nested ring" : "ring", rbuf, n, prev, round);
 }
 
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (!d)
-        return -1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* Groups holding a call rejected at once (a send to oneself) beside a valid exchange: the error is immediate, the
  * exchange completes, and nothing accumulates. */
 static int rejected_in_group(tcomms_comm_t *comm, int rank, int size, int round, int32_t *sbuf, int32_t *rbuf)
@@ -127,10 +114,10 @@ static int group_rank(int rank, int size, void *arg)
     fails += check_call(rank, "unbalanced tcomms_group_end after groups", tcomms_group_end(), TCOMMS_ERR_INVALID_ARG);
     for (int i = 0; i < 10 && !fails; i++)
         fails += rejected_in_group(comm, rank, size, ++round, sbuf, rbuf);
-    int fd0 = count_fds();
+    int fd0 = mrank_count_fds();
     for (int i = 0; i < LEAK_GROUPS && !fails; i++)
         fails += rejected_in_group(comm, rank, size, ++round, sbuf, rbuf);
-    int fd1 = count_fds();
+    int fd1 = mrank_count_fds();
     if (fd1 > fd0)
         fails += mrank_failf("FAIL rank %d, %s: open fds grew from %d to %d over %d groups", rank, backend, fd0, fd1,
                              LEAK_GROUPS);

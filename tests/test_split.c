@@ -2,7 +2,6 @@
  * splits, colors with reversed keys, NOCOLOR, invalid lists), each child checked by rank, size and collectives whose
  * results depend on its members; then split/destroy and create/destroy cycles that must not leak fds or memory. */
 #include <check.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,18 +247,6 @@ static int split_rank(int rank, int size, void *arg)
 
 /* ---- leaks ---------------------------------------------------------------------------------------------------- */
 
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (!d)
-        return -1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 static long rss_bytes(void)
 {
     long pages = -1, resident = -1;
@@ -307,7 +294,7 @@ static int root_cycle(shared_t *sh, int rank, int size, int round)
 
 static int check_growth(int rank, const char *what, int fd0, long rss0, double t0)
 {
-    int fd1 = count_fds();
+    int fd1 = mrank_count_fds();
     long rss1 = rss_bytes();
     int fails = 0;
     if (rank == 0)
@@ -331,7 +318,7 @@ static int leak_rank(int rank, int size, void *arg)
     int fails = 0;
     for (int c = 0; c < WARMUP && !fails; c++)
         fails += split_cycle(root, rank, 1);
-    int fd0 = count_fds();
+    int fd0 = mrank_count_fds();
     long rss0 = rss_bytes();
     double t0 = mrank_now();
     for (int c = 0; c < SPLIT_CYCLES && !fails; c++)
@@ -344,7 +331,7 @@ static int leak_rank(int rank, int size, void *arg)
     int round = 0;
     for (int c = 0; c < WARMUP / 2 && !fails; c++)
         fails += root_cycle(sh, rank, size, ++round);
-    fd0 = count_fds();
+    fd0 = mrank_count_fds();
     rss0 = rss_bytes();
     t0 = mrank_now();
     for (int c = 0; c < ROOT_CYCLES && !fails; c++)
