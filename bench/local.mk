@@ -3,3 +3,18 @@
 EXTRA_DIST += bench/README.md bench/compare-openmpi bench/compare-nccl bench/compare-nccl-report.sh \
 	bench/compare.sh bench/mpi_bench.c bench/nccl_bench.c bench/torch_bench.py bench/bench_common.c \
 	bench/bench_common.h bench/bench_report.c
+
+# fsdp_bench (CUDA): the FSDP runtime's overlap benchmark, run by bench/compare-fsdp beside PyTorch FSDP2
+# (bench/fsdp2_step.py). Built by 'make' when nvcc, cuBLAS and NCCL are found; -no-install gives a real binary, so
+# a build tree carried to a GPU machine runs it without libtool. The C++ placeholder (never compiled) makes automake
+# link with the C++ driver, which nvcc objects need.
+EXTRA_DIST += bench/compare-fsdp bench/fsdp2_step.py
+if HAVE_CUBLAS
+if BUILD_NCCL
+noinst_PROGRAMS += bench/fsdp_bench
+bench_fsdp_bench_SOURCES = bench/fsdp_bench.cu bench/fsdp_kernels.cuh
+nodist_EXTRA_bench_fsdp_bench_SOURCES = bench/fsdp_link.cxx
+bench_fsdp_bench_LDFLAGS = -no-install
+bench_fsdp_bench_LDADD = lib/libtcomms.la $(CUDA_LDFLAGS) -lcublas -lcudart
+endif
+endif

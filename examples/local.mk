@@ -1,5 +1,5 @@
 # Example programs (built by 'make', not installed).
-noinst_PROGRAMS = examples/allreduce
+noinst_PROGRAMS += examples/allreduce
 examples_allreduce_SOURCES = examples/allreduce.c
 examples_allreduce_LDADD = lib/libtcomms.la
 include examples/fsdp_mlp/local.mk

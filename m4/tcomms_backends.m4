@@ -101,6 +101,22 @@ AC_DEFUN([TCOMMS_CHECK_CUDA], [
   ])
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LDFLAGS])
+  # nvcc builds the FSDP runtime's device kernels (as PTX the driver loads) and the CUDA example and benchmark;
+  # cuBLAS is their compute. Both optional: without them the CUDA parts are left out, the rest builds.
+  have_nvcc=no
+  have_cublas=no
+  AC_ARG_VAR([NVCC], [the CUDA compiler (default: nvcc in the CUDA toolkit's bin)])
+  AS_IF([test "x$have_cuda" = xyes], [
+    AC_PATH_PROG([NVCC], [nvcc], [], [$cuda_dir/bin$PATH_SEPARATOR$PATH])
+    AS_IF([test -n "$NVCC"], [have_nvcc=yes])
+    save_LDFLAGS="$LDFLAGS"
+    LDFLAGS="$LDFLAGS -L$cuda_dir/lib64"
+    AC_CHECK_LIB([cublas], [cublasCreate_v2], [have_cublas=yes])
+    LDFLAGS="$save_LDFLAGS"
+    cuda_summary="$cuda_summary, nvcc: $have_nvcc, cublas: $have_cublas"
+  ])
+  AM_CONDITIONAL([HAVE_NVCC], [test "x$have_nvcc" = xyes])
+  AM_CONDITIONAL([HAVE_CUBLAS], [test "x$have_nvcc" = xyes && test "x$have_cublas" = xyes])
 ])
 
 AC_DEFUN([TCOMMS_CHECK_NCCL], [

@@ -9,7 +9,7 @@ tests_test_fsdp_layout_CPPFLAGS = $(mrank_cppflags)
 tests_test_fsdp_layout_CFLAGS = $(mrank_cflags)
 # links the core statically: it also checks hidden tc_fsdp_* helpers
 tests_test_fsdp_layout_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
-tests_test_fsdp_runtime_SOURCES = tests/test_fsdp_runtime.c
+tests_test_fsdp_runtime_SOURCES = tests/test_fsdp_runtime.c tests/fsdp_values.h
 tests_test_fsdp_runtime_CPPFLAGS = $(mrank_cppflags)
 tests_test_fsdp_runtime_CFLAGS = $(mrank_cflags)
 tests_test_fsdp_runtime_LDADD = $(mrank_ldadd)

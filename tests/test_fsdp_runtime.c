@@ -11,8 +11,9 @@
 #include <tcomms/fsdp.h>
 #include <unistd.h>
 
-#include "mrank.h"
 #include "check_run.h"
+#include "fsdp_values.h"
+#include "mrank.h"
 
 #define MAX_BACKENDS 8
 #define OP_TIMEOUT_MS 20000u
@@ -52,33 +53,6 @@ static size_t numel(int p)
     for (int d = 0; d < model[p].ndim; d++)
         n *= (size_t)model[p].shape[d];
     return n;
-}
-
-/* Reference values: loaded ones are exact in bfloat16; installed ones are not, so the cast is checked. */
-static double init_value(int p, size_t i)
-{
-    return (double)((int)((i * 7 + (size_t)p * 3) % 41) - 20) * 0.25;
-}
-
-static double new_value(int p, size_t i)
-{
-    return (float)(0.1 * (double)(i + 1) - 0.03 * p);
-}
-
-static double grad_value(int r, int m, int p, size_t i)
-{
-    return (double)((r + 1) * (int)(i % 5 + 1) + m * 3 + p);
-}
-
-/* bfloat16 by round-to-nearest-even on the float's bits, written here independently of the library. */
-static float round_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 static double as_dtype(double v, tcomms_dtype_t t)

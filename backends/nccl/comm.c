@@ -133,7 +133,8 @@ static tcomms_status_t init_root(tcn_comm_t *c, const tcomms_backend_comm_args_t
  * store whether its own preparation succeeded, so a rank that failed (bad child hints, no memory) fails the split
  * everywhere within the timeout, instead of leaving the others inside NCCL. The counter key (failures count 2^32)
  * lives under the parent's lasting prefix (args->prefix is deleted after each creation: a vote under the parent's
- * creation prefix was once wiped by the parent's own cleanup, racing the first split): one small key per split. */
+ * creation prefix was once wiped by the parent's own cleanup, racing the first split). Parent rank 0 deletes the
+ * previous split's key once every rank has voted in this one, so one key per parent remains. */
 static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_t *args, int ok)
 {
     char key[sizeof(p->prefix) + 32];
@@ -153,6 +154,11 @@ static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_
     }
     if (st != TCOMMS_SUCCESS)
         return st;
+    /* Every rank counted here had finished the previous vote: its key is read by no one now. */
+    if (p->rank == 0 && p->splits > 1) {
+        snprintf(key, sizeof(key), "%s/nccl-split%u", p->prefix, p->splits - 2);
+        tcn_core->store_del(args->store, key);
+    }
     if ((v >> 32) != 0)
         return tcn_core->error(TCOMMS_ERR_REMOTE, "nccl '%s' rank %d: split abandoned: %lld rank(s) of the parent "
                                "failed before it (their own errors say why)", p->name, p->rank,

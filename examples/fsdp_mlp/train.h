@@ -65,4 +65,18 @@ int mlp_train_reference(const mlp_opts_t *o, mlp_result_t *res);
  * sample `first` of the data stream; for finite-difference checks. */
 double mlp_full_loss_grad(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *grad);
 
+/* A program: its name, the world's device, its trainers, and whether it can run here. */
+typedef struct mlp_driver {
+    const char *prog;
+    tcomms_device_t device; /* the world communicator's device; its backend is TCOMMS_BACKEND's, else the default */
+    int (*available)(char *why, size_t len); /* 0 when it can run; else `why` says why not; NULL: always */
+    int (*train_fsdp)(tcomms_comm_t *world, const mlp_opts_t *o, mlp_result_t *res);
+    int (*train_reference)(const mlp_opts_t *o, mlp_result_t *res);
+} mlp_driver_t;
+
+/* The command line (cli.c): parses the options, trains and prints "step N loss X" per step from the layout's
+ * first rank (or the reference). Returns the exit status: 0, 1 on a failure, 2 on a bad option, 77 when
+ * d->available says the program cannot run here. */
+int mlp_main(int argc, char **argv, const mlp_driver_t *d);
+
 #endif

@@ -141,7 +141,18 @@ typedef struct tcomms_fsdp_config {
     const char *log_path;              /* when set, each rank appends its issued collectives (communicator, op,
                                           bucket, bytes) to "<log_path>.<members rank>" */
     uint32_t timeout_ms;               /* bounds each wait; 0 = the communicators' own timeouts */
+    void *stream;                      /* CUDA: the stream the training loop computes on (a cudaStream_t; NULL is
+                                          the legacy default stream) */
 } tcomms_fsdp_config_t;
+
+/* CUDA. When groups.members is bound to a CUDA device (tcomms_comm_device), the runtime's buffers are device memory
+ * on that device, allocated at finalize; its element-wise work runs on config.stream and its collectives take that
+ * stream as their caller's stream, so every result is ordered on it and no entry point blocks the host for device
+ * work, except tcomms_fsdp_read_param (and load_param from host memory). param_data, grad_data and the shard views
+ * are then device pointers: add gradients into grad_data by work on the stream between pre_backward and
+ * post_backward, and run the optimizer on the stream before install_weights. load_param and read_param take host
+ * or device pointers (unified addressing tells them apart). The communicators may hold NCCL alone or
+ * "cpu:<x>,cuda:nccl": the runtime's own checks work in both cases. Needs a libtcomms built with nvcc. */
 
 /* Create a runtime over `groups` (copied; the communicators must outlive the runtime); `config` may be NULL (all
  * defaults). Local. INVALID_ARG when the configuration and the communicators present disagree (HSDP without inter

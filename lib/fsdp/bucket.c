@@ -116,21 +116,21 @@ tcomms_status_t tc_fsdp_alloc_buckets(tcomms_fsdp_t *rt)
         tc_fsdp_bucket_t *k = &rt->buckets[b];
         size_t nw = tc_fsdp_zero3(rt) ? k->shard_len : k->padded;
         size_t ng = k->no_grad ? 0 : tc_fsdp_slots(rt) ? k->shard_len : k->padded;
-        tcomms_status_t st = tc_fsdp_alloc(nw * tcomms_dtype_size(k->dtype), &k->weights);
+        tcomms_status_t st = tc_fsdp_alloc(rt, nw * tcomms_dtype_size(k->dtype), &k->weights);
         if (st == TCOMMS_SUCCESS)
-            st = tc_fsdp_alloc(k->main_len * tcomms_dtype_size(md), &k->main);
+            st = tc_fsdp_alloc(rt, k->main_len * tcomms_dtype_size(md), &k->main);
         if (st == TCOMMS_SUCCESS)
-            st = tc_fsdp_alloc(ng * tcomms_dtype_size(md), &k->grad);
+            st = tc_fsdp_alloc(rt, ng * tcomms_dtype_size(md), &k->grad);
         if (st != TCOMMS_SUCCESS)
             return st;
     }
     return TCOMMS_SUCCESS;
 }
 
-static void free_pool(tc_fsdp_buf_t *bufs, int n)
+static void free_pool(tcomms_fsdp_t *rt, tc_fsdp_buf_t *bufs, int n)
 {
     for (int i = 0; bufs && i < n; i++) {
-        tc_fsdp_free(bufs[i].data);
+        tc_fsdp_free(rt, bufs[i].data);
         free(bufs[i].works);
     }
     free(bufs);
@@ -139,9 +139,9 @@ static void free_pool(tc_fsdp_buf_t *bufs, int n)
 void tc_fsdp_free_buckets(tcomms_fsdp_t *rt)
 {
     for (int b = 0; rt->buckets && b < rt->nbuckets; b++) {
-        tc_fsdp_free(rt->buckets[b].weights);
-        tc_fsdp_free(rt->buckets[b].main);
-        tc_fsdp_free(rt->buckets[b].grad);
+        tc_fsdp_free(rt, rt->buckets[b].weights);
+        tc_fsdp_free(rt, rt->buckets[b].main);
+        tc_fsdp_free(rt, rt->buckets[b].grad);
     }
     free(rt->buckets);
     rt->buckets = NULL;
@@ -152,13 +152,13 @@ void tc_fsdp_free_buckets(tcomms_fsdp_t *rt)
     rt->units = NULL;
     rt->nunits = 0;
     rt->max_unit_buckets = 0;
-    free_pool(rt->ubufs, rt->nubufs);
+    free_pool(rt, rt->ubufs, rt->nubufs);
     rt->ubufs = NULL;
     rt->nubufs = 0;
-    free_pool(rt->gslots, rt->ngslots);
+    free_pool(rt, rt->gslots, rt->ngslots);
     rt->gslots = NULL;
     rt->ngslots = 0;
-    tc_fsdp_free(rt->staging);
+    tc_fsdp_free(rt, rt->staging);
     rt->staging = NULL;
 }
 
@@ -170,6 +170,31 @@ static size_t overlap(size_t a, size_t n, size_t b, size_t m, size_t *start)
     return hi > lo ? hi - lo : 0;
 }
 
+/* Write parameter `p`'s full main-dtype value `values` (addressable by the ops) into its main piece and weights. */
+static tcomms_status_t load_value(tcomms_fsdp_t *rt, const tc_fsdp_param_t *p, const void *values)
+{
+    tc_fsdp_bucket_t *k = &rt->buckets[p->bucket];
+    tcomms_dtype_t md = rt->cfg.main_dtype;
+    size_t lo, n = overlap(p->offset, p->numel, k->main_off, k->main_len, &lo);
+    tcomms_status_t st = tc_fsdp_cast(rt, tc_fsdp_at(k->main, lo - k->main_off, md), md,
+                                      tc_fsdp_at((void *)values, lo - p->offset, md), md, n);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (!tc_fsdp_zero3(rt))
+        return tc_fsdp_cast(rt, tc_fsdp_at(k->weights, p->offset, k->dtype), k->dtype, values, md, p->numel);
+    n = overlap(p->offset, p->numel, k->shard_off, k->shard_len, &lo);
+    st = tc_fsdp_cast(rt, tc_fsdp_at(k->weights, lo - k->shard_off, k->dtype), k->dtype,
+                      tc_fsdp_at((void *)values, lo - p->offset, md), md, n);
+    /* Weights already gathered for this unit would be stale: write the value there too. */
+    void *full = NULL;
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_gathered(rt, p->unit, &full);
+    if (st == TCOMMS_SUCCESS && full != NULL)
+        st = tc_fsdp_cast(rt, tc_fsdp_at((char *)full + k->ubuf_off, p->offset, k->dtype), k->dtype, values, md,
+                          p->numel);
+    return st;
+}
+
 tcomms_status_t tcomms_fsdp_load_param(tcomms_fsdp_t *rt, int param_id, const void *values)
 {
     const char *fn = "tcomms_fsdp_load_param";
@@ -177,26 +202,19 @@ tcomms_status_t tcomms_fsdp_load_param(tcomms_fsdp_t *rt, int param_id, const vo
     if (st != TCOMMS_SUCCESS)
         return st;
     const tc_fsdp_param_t *p = &rt->params[param_id];
-    tc_fsdp_bucket_t *k = &rt->buckets[p->bucket];
-    tcomms_dtype_t md = rt->cfg.main_dtype;
-    size_t lo, n = overlap(p->offset, p->numel, k->main_off, k->main_len, &lo);
-    if (n)
-        tc_fsdp_cast(tc_fsdp_at(k->main, lo - k->main_off, md), md, tc_fsdp_at((void *)values, lo - p->offset, md),
-                     md, n);
-    if (!tc_fsdp_zero3(rt)) {
-        tc_fsdp_cast(tc_fsdp_at(k->weights, p->offset, k->dtype), k->dtype, values, md, p->numel);
-        return TCOMMS_SUCCESS;
-    }
-    n = overlap(p->offset, p->numel, k->shard_off, k->shard_len, &lo);
-    if (n)
-        tc_fsdp_cast(tc_fsdp_at(k->weights, lo - k->shard_off, k->dtype), k->dtype,
-                     tc_fsdp_at((void *)values, lo - p->offset, md), md, n);
-    /* Weights already gathered for this unit would be stale: write the value there too. */
-    void *full = NULL;
-    st = tc_fsdp_gathered(rt, p->unit, &full);
-    if (st == TCOMMS_SUCCESS && full != NULL)
-        tc_fsdp_cast(tc_fsdp_at((char *)full + k->ubuf_off, p->offset, k->dtype), k->dtype, values, md, p->numel);
-    return st;
+    size_t bytes = p->numel * tcomms_dtype_size(rt->cfg.main_dtype);
+    if (rt->ops->on_device(rt->dev, values))
+        return load_value(rt, p, values);
+    /* Host values on a device runtime: through a device copy, freed once the casts that read it are done. */
+    void *tmp = NULL;
+    st = tc_fsdp_alloc(rt, bytes, &tmp);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_copy(rt, tmp, values, bytes);
+    if (st == TCOMMS_SUCCESS)
+        st = load_value(rt, p, tmp);
+    tcomms_status_t ss = tc_fsdp_sync(rt);
+    tc_fsdp_free(rt, tmp);
+    return st == TCOMMS_SUCCESS ? ss : st;
 }
 
 /* Rebuild bucket `b`'s full main-dtype value in `full` (padded elements): the hybrid pieces over inter, then the
@@ -205,11 +223,10 @@ static tcomms_status_t gather_main(tcomms_fsdp_t *rt, int b, void *full)
 {
     tc_fsdp_bucket_t *k = &rt->buckets[b];
     tcomms_dtype_t md = rt->cfg.main_dtype;
-    tc_fsdp_cast(tc_fsdp_at(full, k->main_off, md), md, k->main, md, k->main_len);
-    if (rt->cfg.strategy == TCOMMS_FSDP_NO_SHARD)
-        return TCOMMS_SUCCESS;
+    tcomms_status_t st = tc_fsdp_cast(rt, tc_fsdp_at(full, k->main_off, md), md, k->main, md, k->main_len);
+    if (st != TCOMMS_SUCCESS || rt->cfg.strategy == TCOMMS_FSDP_NO_SHARD)
+        return st;
     tcomms_work_t *w = NULL;
-    tcomms_status_t st = TCOMMS_SUCCESS;
     if (rt->cfg.outer == TCOMMS_FSDP_OUTER_OPTIM) {
         st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_INTER, b,
                           tc_fsdp_at(full, k->shard_off, md), k->main_len, md, &w);
@@ -232,14 +249,18 @@ tcomms_status_t tcomms_fsdp_read_param(tcomms_fsdp_t *rt, int param_id, void *va
     const tc_fsdp_param_t *p = &rt->params[param_id];
     tcomms_dtype_t md = rt->cfg.main_dtype;
     void *full = NULL;
-    st = tc_fsdp_alloc(rt->buckets[p->bucket].padded * tcomms_dtype_size(md), &full);
+    st = tc_fsdp_alloc(rt, rt->buckets[p->bucket].padded * tcomms_dtype_size(md), &full);
     if (st == TCOMMS_SUCCESS)
         st = gather_main(rt, p->bucket, full);
+    /* A copy, not the ops' cast: `values` may be host memory on a device runtime (unified addressing). */
     if (st == TCOMMS_SUCCESS)
-        tc_fsdp_cast(values, md, tc_fsdp_at(full, p->offset, md), md, p->numel);
+        st = tc_fsdp_copy(rt, values, tc_fsdp_at(full, p->offset, md), p->numel * tcomms_dtype_size(md));
+    /* The values are ready on return: the device work (gathers are stream-ordered) must be done. */
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_sync(rt);
     /* After a timeout the gather may still write into `full`: keep it rather than free it under the backend. */
-    if (rt->failed != TCOMMS_ERR_TIMEOUT)
-        tc_fsdp_free(full);
+    if (rt->failed != TCOMMS_ERR_TIMEOUT && rt->failed != TCOMMS_ERR_ABORTED)
+        tc_fsdp_free(rt, full);
     return st;
 }
 

@@ -23,7 +23,7 @@ tcomms_status_t tc_fsdp_gather_init(tcomms_fsdp_t *rt)
         tc_fsdp_buf_t *b = &rt->ubufs[i];
         b->unit = -1;
         b->state = TC_FSDP_EMPTY;
-        tcomms_status_t st = tc_fsdp_alloc(bytes, &b->data);
+        tcomms_status_t st = tc_fsdp_alloc(rt, bytes, &b->data);
         if (st != TCOMMS_SUCCESS)
             return st;
         if ((b->works = calloc((size_t)rt->max_unit_buckets + 1, sizeof(*b->works))) == NULL)
@@ -68,9 +68,11 @@ static tcomms_status_t start_gather(tcomms_fsdp_t *rt, int unit, int bi)
         int kb = un->buckets[i];
         tc_fsdp_bucket_t *k = &rt->buckets[kb];
         void *full = (char *)b->data + k->ubuf_off;
-        tc_fsdp_cast(tc_fsdp_at(full, k->shard_off, k->dtype), k->dtype, k->weights, k->dtype, k->shard_len);
-        tcomms_status_t st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, kb, full, k->shard_len,
-                                          k->dtype, &b->works[i]);
+        tcomms_status_t st = tc_fsdp_copy(rt, tc_fsdp_at(full, k->shard_off, k->dtype), k->weights,
+                                          k->shard_len * tcomms_dtype_size(k->dtype));
+        if (st == TCOMMS_SUCCESS)
+            st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, kb, full, k->shard_len,
+                              k->dtype, &b->works[i]);
         if (st != TCOMMS_SUCCESS)
             return st;
     }

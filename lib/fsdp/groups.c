@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "error.h"
 #include "fsdp/groups.h"
+#include "fsdp/rt.h"
 
 #define NO_KIND (-1)
 
@@ -55,6 +56,8 @@ static tcomms_comm_t *get(const tcomms_fsdp_groups_t *g, int f)
 
 /* ---- creation -------------------------------------------------------------------------------------------------- */
 
+/* Every exchange below is on host buffers: tc_fsdp_ctl (ops.c) runs it on the CPU backend, or staged through the
+ * GPU when a communicator has NCCL alone. */
 static const tcomms_op_opts_t host_opts = {.field_mask = TCOMMS_OP_OPT_DEVICE_TYPE, .device_type = TCOMMS_DEVICE_CPU};
 
 /* Every world rank must hold the same layout, or the splits below would pair up differently on each rank. */
@@ -64,7 +67,7 @@ static tcomms_status_t same_layout(tcomms_comm_t *world, int wsize, const tcomms
     uint64_t *all = calloc((size_t)wsize, sizeof(*all));
     if (all == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_fsdp_groups_create: out of memory");
-    tcomms_status_t st = tcomms_all_gather(world, &mine, all, 1, TCOMMS_INT64, &host_opts, NULL);
+    tcomms_status_t st = tc_fsdp_ctl(world, TC_FSDP_ALL_GATHER, &mine, all, 1, TCOMMS_INT64, TCOMMS_SUM, 0);
     for (int r = 1; st == TCOMMS_SUCCESS && r < wsize; r++)
         if (all[r] != all[0])
             st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_fsdp_groups_create: world rank %d holds layout hash "
@@ -293,6 +296,11 @@ static finding_t check_members(const tcomms_fsdp_groups_t *g, const tcomms_fsdp_
         got[f] = calloc((size_t)e[1] * REC, sizeof(int32_t));
         posted[f] = got[f] ? tcomms_all_gather(get(g, f), sent[f], got[f], REC, TCOMMS_INT32, &opts, &work[f])
                            : tc_error(TCOMMS_ERR_NO_MEMORY, "tc_fsdp_groups_check: out of memory");
+        /* No CPU backend: one blocking staged exchange at a time (a rank with swapped fields then ends by the
+         * device backend's timeout rather than by this check). */
+        if (posted[f] == TCOMMS_ERR_NO_BACKEND_FOR_DEVICE)
+            posted[f] = tc_fsdp_ctl(get(g, f), TC_FSDP_ALL_GATHER, sent[f], got[f], REC, TCOMMS_INT32, TCOMMS_SUM,
+                                    timeout_ms);
     }
     for (int f = 0; f < F_COUNT; f++)
         if (work[f] != NULL) {
@@ -329,10 +337,8 @@ static tcomms_status_t agree(const tcomms_fsdp_groups_t *g, int n, int offset, f
     int32_t *all = calloc((size_t)n * REC, sizeof(*all));
     if (all == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "tc_fsdp_groups_check: out of memory");
-    tcomms_op_opts_t opts = host_opts;
-    opts.field_mask |= TCOMMS_OP_OPT_TIMEOUT;
-    opts.timeout_ms = timeout_ms;
-    tcomms_status_t st = tcomms_all_gather(g->members, rec, all, REC, TCOMMS_INT32, &opts, NULL);
+    tcomms_status_t st = tc_fsdp_ctl(g->members, TC_FSDP_ALL_GATHER, rec, all, REC, TCOMMS_INT32, TCOMMS_SUM,
+                                     timeout_ms);
     int pick = -1;
     for (int m = 0; st == TCOMMS_SUCCESS && m < n; m++) {
         const int32_t *r = all + (size_t)m * REC;
@@ -384,7 +390,7 @@ tcomms_status_t tc_fsdp_groups_check(const tcomms_fsdp_groups_t *g, const tcomms
     if (all == NULL || list == NULL || scratch == NULL)
         st = tc_error(TCOMMS_ERR_NO_MEMORY, "tc_fsdp_groups_check: out of memory");
     if (st == TCOMMS_SUCCESS)
-        st = tcomms_all_gather(g->members, mine, all, REC, TCOMMS_INT32, &host_opts, NULL);
+        st = tc_fsdp_ctl(g->members, TC_FSDP_ALL_GATHER, mine, all, REC, TCOMMS_INT32, TCOMMS_SUM, 0);
     if (st == TCOMMS_SUCCESS)
         st = judge_records(all, msize, layout, list, scratch);
     if (st == TCOMMS_SUCCESS) {

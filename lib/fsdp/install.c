@@ -14,10 +14,12 @@ static tcomms_status_t main_shard(tcomms_fsdp_t *rt, int b, const void **out)
     *out = k->main;
     if (rt->cfg.outer != TCOMMS_FSDP_OUTER_OPTIM)
         return TCOMMS_SUCCESS;
-    tc_fsdp_cast(tc_fsdp_at(rt->staging, k->main_off - k->shard_off, md), md, k->main, md, k->main_len);
     tcomms_work_t *w = NULL;
-    tcomms_status_t st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_INTER, b, rt->staging,
-                                      k->main_len, md, &w);
+    tcomms_status_t st = tc_fsdp_copy(rt, tc_fsdp_at(rt->staging, k->main_off - k->shard_off, md), k->main,
+                                      k->main_len * tcomms_dtype_size(md));
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_INTER, b, rt->staging,
+                          k->main_len, md, &w);
     if (st == TCOMMS_SUCCESS)
         st = tc_fsdp_wait(rt, &w);
     *out = rt->staging;
@@ -29,21 +31,24 @@ static tcomms_status_t install(tcomms_fsdp_t *rt, tcomms_work_t **works)
     tcomms_dtype_t md = rt->cfg.main_dtype;
     for (int b = 0; b < rt->nbuckets; b++) {
         tc_fsdp_bucket_t *k = &rt->buckets[b];
+        tcomms_status_t st;
         if (rt->cfg.strategy == TCOMMS_FSDP_NO_SHARD) {
-            tc_fsdp_cast(k->weights, k->dtype, k->main, md, k->padded);
+            if ((st = tc_fsdp_cast(rt, k->weights, k->dtype, k->main, md, k->padded)) != TCOMMS_SUCCESS)
+                return st;
             continue;
         }
         const void *src = NULL;
-        tcomms_status_t st = main_shard(rt, b, &src);
-        if (st != TCOMMS_SUCCESS)
+        if ((st = main_shard(rt, b, &src)) != TCOMMS_SUCCESS)
             return st;
         if (tc_fsdp_zero3(rt)) {
-            tc_fsdp_cast(k->weights, k->dtype, src, md, k->shard_len);
+            if ((st = tc_fsdp_cast(rt, k->weights, k->dtype, src, md, k->shard_len)) != TCOMMS_SUCCESS)
+                return st;
             continue;
         }
-        tc_fsdp_cast(tc_fsdp_at(k->weights, k->shard_off, k->dtype), k->dtype, src, md, k->shard_len);
-        st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, b, k->weights, k->shard_len, k->dtype,
-                          &works[b]);
+        st = tc_fsdp_cast(rt, tc_fsdp_at(k->weights, k->shard_off, k->dtype), k->dtype, src, md, k->shard_len);
+        if (st == TCOMMS_SUCCESS)
+            st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, b, k->weights, k->shard_len,
+                              k->dtype, &works[b]);
         if (st != TCOMMS_SUCCESS)
             return st;
     }

@@ -82,19 +82,15 @@ tcomms_status_t tc_fsdp_post(tcomms_fsdp_t *rt, tc_fsdp_coll_t coll, int domain,
         return TCOMMS_SUCCESS;
     size_t esize = tcomms_dtype_size(dtype);
     note(rt, domain, on, coll, bucket, count * esize * (coll == TC_FSDP_ALL_REDUCE ? 1 : (size_t)size));
-    tcomms_op_opts_t o = {0};
-    if (rt->cfg.timeout_ms) {
-        o.field_mask = TCOMMS_OP_OPT_TIMEOUT;
-        o.timeout_ms = rt->cfg.timeout_ms;
-    }
+    const tcomms_op_opts_t *o = &rt->opts; /* on a GPU: the caller's stream, so the result is ordered on it */
     void *mine = (char *)buf + (size_t)rank * count * esize;
     tcomms_status_t st;
     if (coll == TC_FSDP_ALL_GATHER)
-        st = tcomms_all_gather(c, mine, buf, count, dtype, &o, work);
+        st = tcomms_all_gather(c, mine, buf, count, dtype, o, work);
     else if (coll == TC_FSDP_REDUCE_SCATTER)
-        st = tcomms_reduce_scatter(c, buf, mine, count, dtype, TCOMMS_SUM, &o, work);
+        st = tcomms_reduce_scatter(c, buf, mine, count, dtype, TCOMMS_SUM, o, work);
     else
-        st = tcomms_all_reduce(c, buf, buf, count, dtype, TCOMMS_SUM, &o, work);
+        st = tcomms_all_reduce(c, buf, buf, count, dtype, TCOMMS_SUM, o, work);
     if (st != TCOMMS_SUCCESS) {
         *work = NULL;
         return tc_fsdp_fail(rt, tc_error_prefix(st, "fsdp: %s of bucket %d on %s: ", coll_names[coll], bucket,
@@ -155,12 +151,7 @@ tcomms_status_t tcomms_fsdp_check_issued(tcomms_fsdp_t *rt)
     /* Hashes are cut to 62 bits so that negating them cannot overflow: one MIN gives both extremes. */
     int64_t c = (int64_t)rt->issued, h = (int64_t)(rt->hash & ((UINT64_C(1) << 62) - 1));
     int64_t v[4] = {c, -c, h, -h};
-    tcomms_op_opts_t o = {0};
-    if (rt->cfg.timeout_ms) {
-        o.field_mask = TCOMMS_OP_OPT_TIMEOUT;
-        o.timeout_ms = rt->cfg.timeout_ms;
-    }
-    st = tcomms_all_reduce(rt->groups.members, v, v, 4, TCOMMS_INT64, TCOMMS_MIN, &o, NULL);
+    st = tc_fsdp_ctl(rt->groups.members, TC_FSDP_ALL_REDUCE, v, v, 4, TCOMMS_INT64, TCOMMS_MIN, rt->cfg.timeout_ms);
     if (st != TCOMMS_SUCCESS)
         return tc_error_prefix(st, "%s: over groups->members: ", fn);
     if (v[0] != -v[1] || v[2] != -v[3])

@@ -1,14 +1,17 @@
-/* FSDP runtime: the element-wise work on bucket memory (zero, cast, scale, add) and its allocation, in host memory.
- * Every byte the runtime touches outside a collective goes through here, so a CUDA path replaces this one file
- * (kernels on a stream) without the bucket, gather and reduce logic changing. */
+/* FSDP runtime: memory and element-wise work (zero, cast, scale, add, copy) behind rt->ops, with the host
+ * implementation (cuda.c holds the device one), and the control-plane exchange every file uses for its checks on
+ * host buffers, which stages through device memory when a communicator has no CPU backend. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../dtype.h"
 #include "rt.h"
 
-tcomms_status_t tc_fsdp_alloc(size_t bytes, void **out)
+/* ---- host ops ---------------------------------------------------------------------------------------------------- */
+
+static tcomms_status_t host_alloc(void *dev, size_t bytes, void **out)
 {
+    (void)dev;
     *out = NULL;
     if (bytes == 0)
         return TCOMMS_SUCCESS;
@@ -21,15 +24,26 @@ tcomms_status_t tc_fsdp_alloc(size_t bytes, void **out)
     return TCOMMS_SUCCESS;
 }
 
-void tc_fsdp_free(void *p)
+static void host_free(void *dev, void *p)
 {
+    (void)dev;
     free(p);
 }
 
-void tc_fsdp_zero(void *buf, size_t n, tcomms_dtype_t dtype)
+static tcomms_status_t host_zero(void *dev, void *buf, size_t bytes)
 {
-    if (n)
-        memset(buf, 0, n * tcomms_dtype_size(dtype));
+    (void)dev;
+    if (bytes)
+        memset(buf, 0, bytes);
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t host_copy(void *dev, void *dst, const void *src, size_t bytes)
+{
+    (void)dev;
+    if (bytes && dst != src)
+        memmove(dst, src, bytes);
+    return TCOMMS_SUCCESS;
 }
 
 /* One element as double, and back: the runtime's dtypes are the four floating types. */
@@ -53,23 +67,21 @@ static void store(void *p, size_t i, tcomms_dtype_t t, double v)
     }
 }
 
-void tc_fsdp_cast(void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st, size_t n)
+static tcomms_status_t host_cast(void *dev, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
+                                 size_t n)
 {
-    if (dt == st) {
-        if (n && dst != src)
-            memmove(dst, src, n * tcomms_dtype_size(dt));
-        return;
-    }
+    if (dt == st)
+        return host_copy(dev, dst, src, n * tcomms_dtype_size(dt));
     /* float64 -> bf16/fp16 goes through float32: lib/dtype.h converts from float. */
     for (size_t i = 0; i < n; i++)
         store(dst, i, dt, load(src, i, st));
+    return TCOMMS_SUCCESS;
 }
 
 /* Main-dtype loops kept apart from the generic path so they vectorise. */
-void tc_fsdp_scale(void *buf, size_t n, tcomms_dtype_t dtype, double s)
+static tcomms_status_t host_scale(void *dev, void *buf, size_t n, tcomms_dtype_t dtype, double s)
 {
-    if (s == 1.0)
-        return;
+    (void)dev;
     if (dtype == TCOMMS_FLOAT32) {
         float *b = buf, f = (float)s;
         for (size_t i = 0; i < n; i++)
@@ -82,10 +94,12 @@ void tc_fsdp_scale(void *buf, size_t n, tcomms_dtype_t dtype, double s)
         for (size_t i = 0; i < n; i++)
             store(buf, i, dtype, load(buf, i, dtype) * s);
     }
+    return TCOMMS_SUCCESS;
 }
 
-void tc_fsdp_add(void *dst, const void *src, size_t n, tcomms_dtype_t dtype)
+static tcomms_status_t host_add(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype)
 {
+    (void)dev;
     if (dtype == TCOMMS_FLOAT32) {
         float *d = dst;
         const float *s = src;
@@ -100,4 +114,166 @@ void tc_fsdp_add(void *dst, const void *src, size_t n, tcomms_dtype_t dtype)
         for (size_t i = 0; i < n; i++)
             store(dst, i, dtype, load(dst, i, dtype) + load(src, i, dtype));
     }
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t host_sync(void *dev)
+{
+    (void)dev;
+    return TCOMMS_SUCCESS;
+}
+
+static int host_on_device(void *dev, const void *p)
+{
+    (void)dev;
+    (void)p;
+    return 1;
+}
+
+static void host_close(void *dev)
+{
+    (void)dev;
+}
+
+const tc_fsdp_ops_t tc_fsdp_host_ops = {
+    .name = "host", .device_type = TCOMMS_DEVICE_CPU, .alloc = host_alloc, .free = host_free, .zero = host_zero,
+    .cast = host_cast, .scale = host_scale, .add = host_add, .copy = host_copy, .sync = host_sync,
+    .on_device = host_on_device, .close = host_close,
+};
+
+/* ---- the runtime's calls ----------------------------------------------------------------------------------------- */
+
+/* A failed device operation leaves the stream's later work undefined: the runtime stops. */
+static tcomms_status_t checked(tcomms_fsdp_t *rt, tcomms_status_t st)
+{
+    return st == TCOMMS_SUCCESS ? st : tc_fsdp_fail(rt, st);
+}
+
+tcomms_status_t tc_fsdp_alloc(tcomms_fsdp_t *rt, size_t bytes, void **out)
+{
+    return rt->ops->alloc(rt->dev, bytes, out);
+}
+
+void tc_fsdp_free(tcomms_fsdp_t *rt, void *p)
+{
+    if (p != NULL)
+        rt->ops->free(rt->dev, p);
+}
+
+tcomms_status_t tc_fsdp_zero(tcomms_fsdp_t *rt, void *buf, size_t n, tcomms_dtype_t dtype)
+{
+    return n ? checked(rt, rt->ops->zero(rt->dev, buf, n * tcomms_dtype_size(dtype))) : TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tc_fsdp_cast(tcomms_fsdp_t *rt, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
+                             size_t n)
+{
+    return n ? checked(rt, rt->ops->cast(rt->dev, dst, dt, src, st, n)) : TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tc_fsdp_scale(tcomms_fsdp_t *rt, void *buf, size_t n, tcomms_dtype_t dtype, double s)
+{
+    return n && s != 1.0 ? checked(rt, rt->ops->scale(rt->dev, buf, n, dtype, s)) : TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, const void *src, size_t n, tcomms_dtype_t dtype)
+{
+    return n ? checked(rt, rt->ops->add(rt->dev, dst, src, n, dtype)) : TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tc_fsdp_copy(tcomms_fsdp_t *rt, void *dst, const void *src, size_t bytes)
+{
+    return bytes ? checked(rt, rt->ops->copy(rt->dev, dst, src, bytes)) : TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tc_fsdp_sync(tcomms_fsdp_t *rt)
+{
+    return checked(rt, rt->ops->sync(rt->dev));
+}
+
+tcomms_status_t tc_fsdp_ops_open(tcomms_fsdp_t *rt)
+{
+    tcomms_device_t d;
+    tcomms_status_t st = tcomms_comm_device(rt->groups.members, &d);
+    if (st != TCOMMS_SUCCESS)
+        return tc_error_prefix(st, "tcomms_fsdp_finalize: groups->members: ");
+    rt->opts.field_mask = TCOMMS_OP_OPT_DEVICE_TYPE | (rt->cfg.timeout_ms ? TCOMMS_OP_OPT_TIMEOUT : 0);
+    rt->opts.timeout_ms = rt->cfg.timeout_ms;
+    rt->opts.device_type = d.type;
+    if (d.type != TCOMMS_DEVICE_CUDA)
+        return TCOMMS_SUCCESS;
+    rt->opts.field_mask |= TCOMMS_OP_OPT_STREAM;
+    rt->opts.stream = rt->cfg.stream;
+    st = tc_fsdp_cuda_open(d.index, rt->cfg.stream, &rt->ops, &rt->dev);
+    return st == TCOMMS_SUCCESS ? st : tc_error_prefix(st, "tcomms_fsdp_finalize: cuda:%d: ", d.index);
+}
+
+void tc_fsdp_ops_close(tcomms_fsdp_t *rt)
+{
+    rt->ops->close(rt->dev);
+    rt->ops = &tc_fsdp_host_ops;
+    rt->dev = NULL;
+}
+
+/* ---- control plane ----------------------------------------------------------------------------------------------- */
+
+static tcomms_status_t ctl_post(tcomms_comm_t *comm, tc_fsdp_coll_t coll, const void *send, void *recv,
+                                size_t count, tcomms_dtype_t dtype, tcomms_op_t op, const tcomms_op_opts_t *o)
+{
+    if (coll == TC_FSDP_ALL_GATHER)
+        return tcomms_all_gather(comm, send, recv, count, dtype, o, NULL);
+    return tcomms_all_reduce(comm, send, recv, count, dtype, op, o, NULL);
+}
+
+/* The exchange on a GPU: copy in, the collective on device buffers (stream-ordered on the legacy stream), copy
+ * out, and a host sync, so the caller reads the result as from a blocking host collective. */
+static tcomms_status_t ctl_staged(tcomms_comm_t *comm, const tcomms_device_t *d, tc_fsdp_coll_t coll,
+                                  const void *send, void *recv, size_t count, tcomms_dtype_t dtype, tcomms_op_t op,
+                                  tcomms_op_opts_t o)
+{
+    const tc_fsdp_ops_t *ops = NULL;
+    void *dev = NULL, *buf = NULL;
+    int size = 1;
+    tcomms_comm_size(comm, &size);
+    size_t in = count * tcomms_dtype_size(dtype), out = coll == TC_FSDP_ALL_GATHER ? in * (size_t)size : in;
+    tcomms_status_t st = tc_fsdp_cuda_open(d->index, NULL, &ops, &dev);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    st = ops->alloc(dev, in + out, &buf);
+    if (st == TCOMMS_SUCCESS)
+        st = ops->copy(dev, buf, send, in);
+    o.field_mask |= TCOMMS_OP_OPT_DEVICE_TYPE;
+    o.device_type = TCOMMS_DEVICE_CUDA;
+    if (st == TCOMMS_SUCCESS)
+        st = ctl_post(comm, coll, buf, (char *)buf + in, count, dtype, op, &o);
+    if (st == TCOMMS_SUCCESS)
+        st = ops->copy(dev, recv, (char *)buf + in, out);
+    tcomms_status_t ss = ops->sync(dev);
+    if (st == TCOMMS_SUCCESS)
+        st = ss;
+    if (buf != NULL)
+        ops->free(dev, buf);
+    ops->close(dev);
+    return st;
+}
+
+tcomms_status_t tc_fsdp_ctl(tcomms_comm_t *comm, tc_fsdp_coll_t coll, const void *send, void *recv, size_t count,
+                            tcomms_dtype_t dtype, tcomms_op_t op, uint32_t timeout_ms)
+{
+    tcomms_op_opts_t o = {.field_mask = TCOMMS_OP_OPT_DEVICE_TYPE, .device_type = TCOMMS_DEVICE_CPU};
+    if (timeout_ms) {
+        o.field_mask |= TCOMMS_OP_OPT_TIMEOUT;
+        o.timeout_ms = timeout_ms;
+    }
+    tcomms_status_t st = ctl_post(comm, coll, send, recv, count, dtype, op, &o);
+    tcomms_device_t d;
+    if (st != TCOMMS_ERR_NO_BACKEND_FOR_DEVICE || tcomms_comm_device(comm, &d) != TCOMMS_SUCCESS ||
+        d.type != TCOMMS_DEVICE_CUDA)
+        return st;
+    char why[512];
+    snprintf(why, sizeof(why), "%s", tcomms_last_error());
+    st = ctl_staged(comm, &d, coll, send, recv, count, dtype, op, o);
+    if (st == TCOMMS_ERR_NOT_SUPPORTED) /* built without the device ops: the first error is the one to report */
+        return tc_error(TCOMMS_ERR_NO_BACKEND_FOR_DEVICE, "%s", why);
+    return st;
 }

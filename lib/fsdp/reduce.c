@@ -13,7 +13,7 @@ tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt)
         if (rt->buckets[b].shard_len > most)
             most = rt->buckets[b].shard_len;
     if (rt->cfg.outer == TCOMMS_FSDP_OUTER_OPTIM) {
-        tcomms_status_t st = tc_fsdp_alloc(most * tcomms_dtype_size(rt->cfg.main_dtype), &rt->staging);
+        tcomms_status_t st = tc_fsdp_alloc(rt, most * tcomms_dtype_size(rt->cfg.main_dtype), &rt->staging);
         if (st != TCOMMS_SUCCESS)
             return st;
     }
@@ -30,7 +30,7 @@ tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt)
     for (int i = 0; i < n; i++) {
         tc_fsdp_buf_t *s = &rt->gslots[i];
         s->unit = -1;
-        tcomms_status_t st = tc_fsdp_alloc(bytes, &s->data);
+        tcomms_status_t st = tc_fsdp_alloc(rt, bytes, &s->data);
         if (st != TCOMMS_SUCCESS)
             return st;
         if ((s->works = calloc((size_t)rt->max_unit_buckets + 1, sizeof(*s->works))) == NULL)
@@ -50,9 +50,11 @@ static tcomms_status_t complete_slot(tcomms_fsdp_t *rt, int si)
         if (k->no_grad)
             continue;
         tcomms_status_t st = tc_fsdp_wait(rt, &s->works[i]);
+        if (st == TCOMMS_SUCCESS)
+            st = tc_fsdp_add(rt, k->grad, tc_fsdp_at((char *)s->data + k->gslot_off, k->shard_off, md),
+                             k->shard_len, md);
         if (st != TCOMMS_SUCCESS)
             return st;
-        tc_fsdp_add(k->grad, tc_fsdp_at((char *)s->data + k->gslot_off, k->shard_off, md), k->shard_len, md);
     }
     s->unit = -1;
     s->state = TC_FSDP_EMPTY;
@@ -96,7 +98,9 @@ static tcomms_status_t take_slot(tcomms_fsdp_t *rt, int unit, const char *fn)
                         "between pre_backward and post_backward (units %d and %d, ...)", fn, unit, rt->ngslots,
                         rt->gslots[0].unit, rt->gslots[1].unit);
     tc_fsdp_buf_t *s = &rt->gslots[si];
-    tc_fsdp_zero(s->data, rt->units[unit].gslot_bytes, TCOMMS_UINT8);
+    tcomms_status_t st = tc_fsdp_zero(rt, s->data, rt->units[unit].gslot_bytes, TCOMMS_UINT8);
+    if (st != TCOMMS_SUCCESS)
+        return st;
     s->unit = unit;
     s->state = TC_FSDP_BUSY;
     rt->units[unit].slot = si;
@@ -117,9 +121,10 @@ static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
         if (k->no_grad)
             continue;
         void *g = (char *)s->data + k->gslot_off;
-        tc_fsdp_scale(g, k->padded, md, rt->cfg.grad_scale);
-        tcomms_status_t st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD,
-                                          un->buckets[i], g, k->shard_len, md, &s->works[i]);
+        tcomms_status_t st = tc_fsdp_scale(rt, g, k->padded, md, rt->cfg.grad_scale);
+        if (st == TCOMMS_SUCCESS)
+            st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD, un->buckets[i], g,
+                              k->shard_len, md, &s->works[i]);
         if (st != TCOMMS_SUCCESS)
             return st;
     }
@@ -145,9 +150,10 @@ static tcomms_status_t last_reductions(tcomms_fsdp_t *rt)
         tc_fsdp_bucket_t *k = &rt->buckets[b];
         if (k->no_grad)
             continue;
-        tc_fsdp_scale(k->grad, k->padded, md, rt->cfg.grad_scale);
-        st = tc_fsdp_post(rt, no_shard ? TC_FSDP_ALL_REDUCE : TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD,
-                          b, k->grad, no_shard ? k->padded : k->shard_len, md, &k->red_work);
+        st = tc_fsdp_scale(rt, k->grad, k->padded, md, rt->cfg.grad_scale);
+        if (st == TCOMMS_SUCCESS)
+            st = tc_fsdp_post(rt, no_shard ? TC_FSDP_ALL_REDUCE : TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD,
+                              b, k->grad, no_shard ? k->padded : k->shard_len, md, &k->red_work);
     }
     if (st != TCOMMS_SUCCESS || rt->cfg.outer == TCOMMS_FSDP_OUTER_NONE)
         return st;
@@ -190,11 +196,13 @@ tcomms_status_t tcomms_fsdp_zero_grad(tcomms_fsdp_t *rt)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: called between root_pre_backward and root_post_backward", fn);
     if ((st = tc_fsdp_reduce_drain(rt)) != TCOMMS_SUCCESS)
         return st;
-    for (int b = 0; b < rt->nbuckets; b++) {
+    for (int b = 0; b < rt->nbuckets && st == TCOMMS_SUCCESS; b++) {
         tc_fsdp_bucket_t *k = &rt->buckets[b];
         if (!k->no_grad)
-            tc_fsdp_zero(k->grad, tc_fsdp_slots(rt) ? k->shard_len : k->padded, rt->cfg.main_dtype);
+            st = tc_fsdp_zero(rt, k->grad, tc_fsdp_slots(rt) ? k->shard_len : k->padded, rt->cfg.main_dtype);
     }
+    if (st != TCOMMS_SUCCESS)
+        return st;
     rt->microbatches = 0;
     rt->phase = TC_FSDP_ACCUM;
     return TCOMMS_SUCCESS;

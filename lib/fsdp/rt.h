@@ -1,7 +1,7 @@
 /* Internal structures of the FSDP runtime (include/tcomms/fsdp.h) and the helpers its files share: runtime.c
  * (create, register, finalize, destroy), bucket.c (layout, shard views, load/read), gather.c (unit buffers and
  * references), reduce.c (gradients), install.c (main params to weights), issue.c (posting, log, hash), ops.c
- * (element-wise work and memory: the part a CUDA path replaces). */
+ * (memory and element-wise work on the host, the control-plane exchange) and cuda.c (the same on a GPU). */
 #ifndef TC_FSDP_RT_H
 #define TC_FSDP_RT_H
 
@@ -71,6 +71,27 @@ typedef struct tc_fsdp_unit {
 
 typedef enum { TC_FSDP_EMPTY, TC_FSDP_BUSY, TC_FSDP_READY } tc_fsdp_state_t;
 
+/* Memory and element-wise work where the buffers live: ops.c on the host, cuda.c on a GPU (device memory, work
+ * queued on the configured stream). `dev` is the implementation's state. Everything the runtime writes or reads
+ * in bucket, unit, slot or staging memory outside a collective goes through these. Sizes in bytes for alloc, zero
+ * and copy, elements otherwise; copy takes either side on the host or the device (unified addressing). */
+typedef struct tc_fsdp_ops {
+    const char *name;
+    tcomms_device_type_t device_type; /* what collectives on these buffers name as opts.device_type */
+    tcomms_status_t (*alloc)(void *dev, size_t bytes, void **out); /* zero-filled; bytes == 0 gives NULL */
+    void (*free)(void *dev, void *p);
+    tcomms_status_t (*zero)(void *dev, void *buf, size_t bytes);
+    tcomms_status_t (*cast)(void *dev, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st, size_t n);
+    tcomms_status_t (*scale)(void *dev, void *buf, size_t n, tcomms_dtype_t dtype, double s);
+    tcomms_status_t (*add)(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype);
+    tcomms_status_t (*copy)(void *dev, void *dst, const void *src, size_t bytes);
+    tcomms_status_t (*sync)(void *dev); /* block the host until the queued work is done */
+    int (*on_device)(void *dev, const void *p); /* 1 when `p` is memory the element-wise work can address */
+    void (*close)(void *dev);                   /* after a sync: release `dev` */
+} tc_fsdp_ops_t;
+
+extern const tc_fsdp_ops_t tc_fsdp_host_ops;
+
 /* A ZeRO-3 unit buffer (BUSY: all-gather in flight) or a ZeRO-2/3 gradient slot (BUSY: handed out to a unit,
  * READY: its reduce-scatter is in flight). */
 typedef struct tc_fsdp_buf {
@@ -110,6 +131,9 @@ struct tcomms_fsdp {
     uint64_t issued, hash;
     FILE *log;
     int members_rank;
+    const tc_fsdp_ops_t *ops; /* host until finalize, which picks them by groups.members' device */
+    void *dev;
+    tcomms_op_opts_t opts;    /* what every collective of the runtime passes: timeout, stream, device type */
     tcomms_status_t failed; /* first failed collective: later calls answer ABORTED */
     char failed_msg[256];
 };
@@ -163,13 +187,28 @@ uint64_t tc_fsdp_hash_i64(uint64_t h, int64_t v);
 #define TC_FSDP_HASH_INIT 0xcbf29ce484222325ULL
 tcomms_status_t tc_fsdp_log_open(tcomms_fsdp_t *rt);
 
-/* ops.c: element-wise work and memory, host side. */
-tcomms_status_t tc_fsdp_alloc(size_t bytes, void **out);
-void tc_fsdp_free(void *p);
-void tc_fsdp_zero(void *buf, size_t n, tcomms_dtype_t dtype);
-void tc_fsdp_cast(void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st, size_t n);
-void tc_fsdp_scale(void *buf, size_t n, tcomms_dtype_t dtype, double s);
-void tc_fsdp_add(void *dst, const void *src, size_t n, tcomms_dtype_t dtype);
+/* ops.c: the runtime's calls into rt->ops. A failure (device work only) marks the runtime failed. */
+tcomms_status_t tc_fsdp_alloc(tcomms_fsdp_t *rt, size_t bytes, void **out);
+void tc_fsdp_free(tcomms_fsdp_t *rt, void *p);
+tcomms_status_t tc_fsdp_zero(tcomms_fsdp_t *rt, void *buf, size_t n, tcomms_dtype_t dtype);
+tcomms_status_t tc_fsdp_cast(tcomms_fsdp_t *rt, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
+                             size_t n);
+tcomms_status_t tc_fsdp_scale(tcomms_fsdp_t *rt, void *buf, size_t n, tcomms_dtype_t dtype, double s);
+tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, const void *src, size_t n, tcomms_dtype_t dtype);
+tcomms_status_t tc_fsdp_copy(tcomms_fsdp_t *rt, void *dst, const void *src, size_t bytes);
+tcomms_status_t tc_fsdp_sync(tcomms_fsdp_t *rt);
+/* Pick rt->ops from groups.members' device (finalize); tc_fsdp_ops_close returns to the host ops (destroy). */
+tcomms_status_t tc_fsdp_ops_open(tcomms_fsdp_t *rt);
+void tc_fsdp_ops_close(tcomms_fsdp_t *rt);
+
+/* ops.c: a blocking control-plane collective (all_gather, or all_reduce with `op`) on host buffers over `comm`,
+ * on the CPU backend when it has one, else staged through device memory on the communicator's GPU (a
+ * communicator with NCCL alone). `count` as tcomms_all_gather / tcomms_all_reduce. */
+tcomms_status_t tc_fsdp_ctl(tcomms_comm_t *comm, tc_fsdp_coll_t coll, const void *send, void *recv, size_t count,
+                            tcomms_dtype_t dtype, tcomms_op_t op, uint32_t timeout_ms);
+
+/* cuda.c (or cuda_none.c without nvcc): the device ops on CUDA device `device`, work queued on `stream`. */
+tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, const tc_fsdp_ops_t **ops, void **dev);
 
 /* Byte address of element `i` of a `dtype` array. */
 static inline void *tc_fsdp_at(void *base, size_t i, tcomms_dtype_t dtype)

@@ -159,6 +159,7 @@ tcomms_status_t tcomms_fsdp_create(const tcomms_fsdp_groups_t *groups, const tco
         return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_fsdp_create: out of memory");
     rt->groups = *groups;
     rt->cfg = c;
+    rt->ops = &tc_fsdp_host_ops;
     rt->hash = TC_FSDP_HASH_INIT;
     if (c.log_path != NULL && (rt->log_path = strdup(c.log_path)) == NULL) {
         free(rt);
@@ -314,8 +315,8 @@ static tcomms_status_t agree(tcomms_fsdp_t *rt, uint64_t hash, tcomms_status_t l
     const char *fn = "tcomms_fsdp_finalize";
     int64_t h = (int64_t)(hash & ((UINT64_C(1) << 62) - 1));
     int64_t v[3] = {h, -h, local != TCOMMS_SUCCESS ? -1 : 0};
-    tcomms_op_opts_t o = {.field_mask = TCOMMS_OP_OPT_TIMEOUT, .timeout_ms = rt->cfg.timeout_ms};
-    tcomms_status_t st = tcomms_all_reduce(rt->groups.members, v, v, 3, TCOMMS_INT64, TCOMMS_MIN, &o, NULL);
+    tcomms_status_t st = tc_fsdp_ctl(rt->groups.members, TC_FSDP_ALL_REDUCE, v, v, 3, TCOMMS_INT64, TCOMMS_MIN,
+                                     rt->cfg.timeout_ms);
     if (st != TCOMMS_SUCCESS)
         return tc_error_prefix(st, "%s: configuration check over groups->members: ", fn);
     if (local != TCOMMS_SUCCESS)
@@ -336,7 +337,9 @@ static tcomms_status_t finalize_local(tcomms_fsdp_t *rt, const tcomms_fsdp_layou
     if ((outer > 1) != (rt->cfg.outer != TCOMMS_FSDP_OUTER_NONE))
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_fsdp_finalize: the layout's outer_dp is %d but config->outer "
                         "is %s", outer, rt->cfg.outer == TCOMMS_FSDP_OUTER_NONE ? "OUTER_NONE" : "set");
-    tcomms_status_t st = tc_fsdp_build_buckets(rt);
+    tcomms_status_t st = tc_fsdp_ops_open(rt);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_build_buckets(rt);
     if (st == TCOMMS_SUCCESS && rt->order != NULL)
         st = apply_order(rt, rt->order, rt->norder, "tcomms_fsdp_finalize (order given to tcomms_fsdp_set_order)");
     if (st == TCOMMS_SUCCESS)
@@ -366,8 +369,12 @@ tcomms_status_t tcomms_fsdp_finalize(tcomms_fsdp_t *rt, const tcomms_fsdp_layout
     tcomms_status_t st = tc_fsdp_groups_check(&rt->groups, layout);
     if (st == TCOMMS_SUCCESS)
         st = agree(rt, config_hash(rt, layout), local, saved);
+    /* The buffers start zeroed (device memsets are queued): the first step may then run without host blocking. */
+    if (st == TCOMMS_SUCCESS && (st = rt->ops->sync(rt->dev)) != TCOMMS_SUCCESS)
+        st = tc_error_prefix(st, "%s: ", fn);
     if (st != TCOMMS_SUCCESS) {
         tc_fsdp_free_buckets(rt);
+        tc_fsdp_ops_close(rt);
         return st;
     }
     rt->finalized = 1;
@@ -382,12 +389,16 @@ void tcomms_fsdp_destroy(tcomms_fsdp_t *rt)
     /* Failures here are already recorded; what matters is whether anything is still in flight. */
     tc_fsdp_reduce_drain(rt);
     tc_fsdp_drop_gathered(rt, 1, "tcomms_fsdp_destroy");
-    if (tc_fsdp_pending(rt))
+    /* Device work queued on the stream may still read the buffers. */
+    tcomms_status_t synced = rt->ops->sync(rt->dev);
+    if (tc_fsdp_pending(rt) || synced != TCOMMS_SUCCESS) {
         /* A collective that did not finish may still write into the buffers: leave them allocated. */
-        tc_log(TCOMMS_LOG_WARN, "fsdp", "tcomms_fsdp_destroy: collectives still pending after their timeout; their "
-               "buffers are not freed");
-    else
+        tc_log(TCOMMS_LOG_WARN, "fsdp", "tcomms_fsdp_destroy: collectives or device work still pending (%s); their "
+               "buffers are not freed", synced != TCOMMS_SUCCESS ? tcomms_last_error() : "past their timeout");
+    } else {
         tc_fsdp_free_buckets(rt);
+        tc_fsdp_ops_close(rt);
+    }
     if (rt->log != NULL)
         fclose(rt->log);
     for (int i = 0; i < rt->nparams; i++)

@@ -1,10 +1,10 @@
-# Device tests (tests/gpu): test_coll_cuda (tests/test_coll.c again, on NCCL with device buffers) and test_nccl,
-# built when configure finds CUDA and NCCL (BUILD_NCCL) and run on a GPU machine by tests/gpu/run.sh. make check
-# runs run.sh too: without a GPU (or without the NCCL build) every program exits 77, so it counts as skipped.
-# -no-install links real binaries instead of libtool wrappers, so a build tree carried to a GPU machine without
-# libtool runs them (run.sh sets LD_LIBRARY_PATH).
+# Device tests (tests/gpu): test_coll_cuda (tests/test_coll.c again, on NCCL with device buffers), test_nccl and
+# test_fsdp_cuda, built when configure finds CUDA and NCCL (BUILD_NCCL) and run on a GPU machine by tests/gpu/run.sh.
+# make check runs run.sh too: without a GPU (or without the NCCL build) every program exits 77, so it counts as
+# skipped. -no-install links real binaries instead of libtool wrappers, so a build tree carried to a GPU machine
+# without libtool runs them (run.sh sets LD_LIBRARY_PATH).
 TESTS += tests/gpu/run.sh
-EXTRA_DIST += tests/gpu/run.sh
+EXTRA_DIST += tests/gpu/run.sh tests/gpu/env.sh
 AM_TESTS_ENVIRONMENT += TCOMMS_GPU_BUILD='$(abs_top_builddir)'; export TCOMMS_GPU_BUILD; \
 	TCOMMS_GPU_CUDA_LDFLAGS='$(CUDA_LDFLAGS)'; export TCOMMS_GPU_CUDA_LDFLAGS;
 
@@ -29,5 +29,15 @@ tests_gpu_test_nccl_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_test_nccl_CFLAGS = $(gpu_cflags)
 tests_gpu_test_nccl_LDFLAGS = -no-install
 tests_gpu_test_nccl_LDADD = $(gpu_ldadd)
+
+# The FSDP runtime's CUDA path (lib/fsdp/cuda.c), which exists only in a build with nvcc.
+if HAVE_NVCC
+check_PROGRAMS += tests/gpu/test_fsdp_cuda
+tests_gpu_test_fsdp_cuda_SOURCES = tests/gpu/test_fsdp_cuda.c tests/fsdp_values.h $(gpu_util_sources)
+tests_gpu_test_fsdp_cuda_CPPFLAGS = $(gpu_cppflags)
+tests_gpu_test_fsdp_cuda_CFLAGS = $(gpu_cflags)
+tests_gpu_test_fsdp_cuda_LDFLAGS = -no-install
+tests_gpu_test_fsdp_cuda_LDADD = $(gpu_ldadd)
+endif
 endif
 endif

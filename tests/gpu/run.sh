@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs the GPU tests of issue 5 from the repository root with a carried build: test_coll_cuda (the shared table on
-# NCCL, 2 ranks and 4 when 4 GPUs are visible) and test_nccl. Prints each program's result, the SKIP lines inside
+# NCCL, 2 ranks and 4 when 4 GPUs are visible), test_nccl and test_fsdp_cuda (the FSDP runtime on NCCL). Prints each program's result, the SKIP lines inside
 # it, and "N passed, N failed, N skipped"; logs go to $OUT/gpu-tests when OUT is set. Also run by make check, where
 # without a GPU every program skips (exit 77). Exit: 0 none failed, 1 some failed, 77 all skipped.
 #   TCOMMS_GPU_BUILD   build directory holding tests/gpu/test_* (default: _gpu/build)
@@ -8,23 +8,7 @@
 #   TCOMMS_TEST_CPU_BACKEND  CPU backend for the mixed tests (default: gloo, else ucx, whichever loads)
 set -u
 
-build=${TCOMMS_GPU_BUILD:-$PWD/_gpu/build}
-prefix=${TCOMMS_GPU_PREFIX:-}
-if [ -n "$prefix" ]; then
-    libdirs="$prefix/lib"
-    moddirs="$prefix/lib/tcomms"
-else
-    libdirs="$build/lib/.libs"
-    moddirs="$build/backends/nccl/.libs:$build/backends/gloo/.libs:$build/backends/ucx/.libs"
-fi
-cudalibs=""
-for flag in ${TCOMMS_GPU_CUDA_LDFLAGS:-}; do
-    case $flag in -L*) cudalibs="$cudalibs:${flag#-L}" ;; esac
-done
-cudalibs="${cudalibs#:}${cudalibs:+:}${CUDA_HOME:-/usr/local/cuda}/lib64"
-export LD_LIBRARY_PATH="$libdirs:$cudalibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export TCOMMS_BACKEND_PATH="$moddirs"
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+. "$(dirname "$0")/env.sh"
 
 passed=0 failed=0 skipped=0
 if [ -n "${OUT:-}" ]; then
@@ -100,13 +84,14 @@ run_one() { # name, then environment assignments for it
         *) echo "FAIL $name (exit $rc, $((t1 - t0)) s)"; failed=$((failed + 1)) ;;
     esac
     # What the program said about itself: its summary lines, skips inside it, and failures (first 40).
-    grep -E 'test_coll: |test_nccl[: ]|test_coll_cuda: |SKIP|[0-9]+%: Checks' "$log" | sed 's/^/    /'
+    grep -E 'test_coll: |test_nccl[: ]|test_coll_cuda: |test_fsdp_cuda|SKIP|[0-9]+%: Checks' "$log" | sed 's/^/    /'
     [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && grep -E 'FAIL|:[EF]:' "$log" | head -40 | sed 's/^/    /'
     return 0
 }
 
 run_one test_coll_cuda TCOMMS_TEST_RANKS="${TCOMMS_GPU_RANKS:-2 4}"
 run_one test_nccl
+run_one test_fsdp_cuda
 
 echo "$passed passed, $failed failed, $skipped skipped"
 if [ "$failed" -gt 0 ]; then

@@ -1,0 +1,328 @@
+/* FSDP runtime on a GPU: the device ops (rt.h) through the CUDA driver API, which is dlopen'ed at the finalize of
+ * a CUDA runtime, so libtcomms links no CUDA library and loads on machines without a driver. Memory comes from
+ * cuMemAlloc at finalize; element-wise work is kernels.cu's kernels (an embedded fatbin) on the caller's stream. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../log.h"
+#include "rt.h"
+
+/* The fatbin of kernels.cu, generated into the build tree (lib/fsdp/local.mk). */
+extern const unsigned char tc_fsdp_fatbin[];
+
+/* The driver entry points, by their versioned names: cuda.h maps the plain names onto these macros, and dlsym
+ * needs the symbol the driver exports. */
+static struct driver {
+    CUresult (*init)(unsigned int);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*ctx_retain)(CUcontext *, CUdevice);
+    CUresult (*ctx_release)(CUdevice);
+    CUresult (*ctx_get)(CUcontext *);
+    CUresult (*ctx_set)(CUcontext);
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+    CUresult (*mem_free)(CUdeviceptr);
+    CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*module_load)(CUmodule *, const void *);
+    CUresult (*module_unload)(CUmodule);
+    CUresult (*module_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                       void **, void **);
+    CUresult (*stream_sync)(CUstream);
+    CUresult (*pointer_attribute)(void *, CUpointer_attribute, CUdeviceptr);
+    CUresult (*error_string)(CUresult, const char **);
+} drv;
+
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static char drv_error[512]; /* empty once the driver is loaded and initialised */
+
+static void load_driver(void)
+{
+    static const struct { const char *name; size_t offset; } syms[] = {
+#define SYM(field, name) {name, offsetof(struct driver, field)}
+        SYM(init, "cuInit"), SYM(device_get, "cuDeviceGet"), SYM(ctx_retain, "cuDevicePrimaryCtxRetain"),
+        SYM(ctx_release, "cuDevicePrimaryCtxRelease_v2"), SYM(ctx_get, "cuCtxGetCurrent"),
+        SYM(ctx_set, "cuCtxSetCurrent"), SYM(mem_alloc, "cuMemAlloc_v2"), SYM(mem_free, "cuMemFree_v2"),
+        SYM(memcpy_async, "cuMemcpyAsync"), SYM(memset_async, "cuMemsetD8Async"),
+        SYM(module_load, "cuModuleLoadData"), SYM(module_unload, "cuModuleUnload"),
+        SYM(module_function, "cuModuleGetFunction"), SYM(launch, "cuLaunchKernel"),
+        SYM(stream_sync, "cuStreamSynchronize"), SYM(pointer_attribute, "cuPointerGetAttribute"),
+        SYM(error_string, "cuGetErrorString"),
+#undef SYM
+    };
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        snprintf(drv_error, sizeof(drv_error), "dlopen(\"libcuda.so.1\") failed (no NVIDIA driver?): %s", dlerror());
+        return;
+    }
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        void *f = dlsym(lib, syms[i].name);
+        if (f == NULL) {
+            snprintf(drv_error, sizeof(drv_error), "libcuda.so.1 has no symbol %s (driver too old?)", syms[i].name);
+            return;
+        }
+        memcpy((char *)&drv + syms[i].offset, &f, sizeof(f));
+    }
+    CUresult r = drv.init(0);
+    if (r != CUDA_SUCCESS) {
+        const char *s = NULL;
+        drv.error_string(r, &s);
+        snprintf(drv_error, sizeof(drv_error), "cuInit failed: %s (error %d)", s ? s : "unknown error", (int)r);
+    }
+}
+
+/* tc_error naming the driver call and the driver's text. */
+static tcomms_status_t cu_error(CUresult r, const char *call)
+{
+    const char *s = NULL;
+    if (drv.error_string(r, &s) != CUDA_SUCCESS || s == NULL)
+        s = "unknown error";
+    return tc_error(r == CUDA_ERROR_OUT_OF_MEMORY ? TCOMMS_ERR_NO_MEMORY : TCOMMS_ERR_SYSTEM,
+                    "fsdp: %s failed: %s (CUDA error %d)", call, s, (int)r);
+}
+
+#define CU_TRY(call, name)                                                                                           \
+    do {                                                                                                             \
+        CUresult r_ = (call);                                                                                        \
+        if (r_ != CUDA_SUCCESS)                                                                                      \
+            return cu_error(r_, name);                                                                               \
+    } while (0)
+
+enum { K_CAST, K_SCALE, K_ADD, K_COUNT };
+static const char *const kernel_names[K_COUNT] = {"tc_fsdp_k_cast", "tc_fsdp_k_scale", "tc_fsdp_k_add"};
+
+typedef struct cuda_dev {
+    CUdevice device;
+    CUcontext ctx;
+    CUstream stream;
+    CUmodule module;
+    CUfunction fn[K_COUNT];
+} cuda_dev_t;
+
+/* Calls run in the runtime's context; the caller's current context (normally the same) is restored after. */
+typedef struct { CUcontext prev; int swapped; } ctx_guard_t;
+
+static tcomms_status_t enter(const cuda_dev_t *d, ctx_guard_t *g)
+{
+    g->swapped = 0;
+    CU_TRY(drv.ctx_get(&g->prev), "cuCtxGetCurrent");
+    if (g->prev != d->ctx) {
+        CU_TRY(drv.ctx_set(d->ctx), "cuCtxSetCurrent");
+        g->swapped = 1;
+    }
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t leave(const ctx_guard_t *g, tcomms_status_t st)
+{
+    if (g->swapped) {
+        CUresult r = drv.ctx_set(g->prev);
+        if (r != CUDA_SUCCESS && st == TCOMMS_SUCCESS)
+            return cu_error(r, "cuCtxSetCurrent (restoring the caller's context)");
+    }
+    return st;
+}
+
+/* The kernels' dtype codes (kernels.cu). */
+static int kdtype(tcomms_dtype_t t)
+{
+    switch (t) {
+    case TCOMMS_FLOAT64: return 0;
+    case TCOMMS_FLOAT32: return 1;
+    case TCOMMS_BFLOAT16: return 2;
+    case TCOMMS_FLOAT16: return 3;
+    default: return -1;
+    }
+}
+
+/* Grid-stride kernels: enough blocks to fill the GPU, never more than the elements need. */
+static tcomms_status_t launch(cuda_dev_t *d, int k, size_t n, void **args)
+{
+    size_t blocks = (n + 255) / 256;
+    if (blocks > 4096)
+        blocks = 4096;
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    CUresult r = drv.launch(d->fn[k], (unsigned)blocks, 1, 1, 256, 1, 1, 0, d->stream, args, NULL);
+    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuLaunchKernel"));
+}
+
+static tcomms_status_t dev_alloc(void *dev, size_t bytes, void **out)
+{
+    cuda_dev_t *d = dev;
+    *out = NULL;
+    if (bytes == 0)
+        return TCOMMS_SUCCESS;
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    CUdeviceptr p = 0;
+    CUresult r = drv.mem_alloc(&p, bytes); /* 256-byte aligned, more than TC_FSDP_BYTE_ALIGN */
+    if (r == CUDA_SUCCESS && (r = drv.memset_async(p, 0, bytes, d->stream)) != CUDA_SUCCESS) {
+        drv.mem_free(p);
+        return leave(&g, cu_error(r, "cuMemsetD8Async"));
+    }
+    if (r != CUDA_SUCCESS)
+        return leave(&g, cu_error(r, "cuMemAlloc"));
+    *out = (void *)(uintptr_t)p;
+    return leave(&g, TCOMMS_SUCCESS);
+}
+
+static void dev_free(void *dev, void *p)
+{
+    cuda_dev_t *d = dev;
+    ctx_guard_t g;
+    if (enter(d, &g) != TCOMMS_SUCCESS)
+        return;
+    CUresult r = drv.mem_free((CUdeviceptr)(uintptr_t)p);
+    if (r != CUDA_SUCCESS)
+        tc_log(TCOMMS_LOG_WARN, "fsdp", "cuMemFree of %p failed (CUDA error %d)", p, (int)r);
+    leave(&g, TCOMMS_SUCCESS);
+}
+
+static tcomms_status_t dev_zero(void *dev, void *buf, size_t bytes)
+{
+    cuda_dev_t *d = dev;
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    CUresult r = drv.memset_async((CUdeviceptr)(uintptr_t)buf, 0, bytes, d->stream);
+    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuMemsetD8Async"));
+}
+
+static tcomms_status_t dev_copy(void *dev, void *dst, const void *src, size_t bytes)
+{
+    cuda_dev_t *d = dev;
+    if (bytes == 0 || dst == src)
+        return TCOMMS_SUCCESS;
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    /* Unified addressing: the driver tells host from device pointers. */
+    CUresult r = drv.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, d->stream);
+    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuMemcpyAsync"));
+}
+
+static tcomms_status_t dev_cast(void *dev, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
+                                size_t n)
+{
+    if (dt == st)
+        return dev_copy(dev, dst, src, n * tcomms_dtype_size(dt));
+    int kd = kdtype(dt), ks = kdtype(st);
+    unsigned long long count = n;
+    void *args[] = {&dst, &kd, &src, &ks, &count};
+    return launch(dev, K_CAST, n, args);
+}
+
+static tcomms_status_t dev_scale(void *dev, void *buf, size_t n, tcomms_dtype_t dtype, double s)
+{
+    int kd = kdtype(dtype);
+    unsigned long long count = n;
+    void *args[] = {&buf, &kd, &s, &count};
+    return launch(dev, K_SCALE, n, args);
+}
+
+static tcomms_status_t dev_add(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype)
+{
+    int kd = kdtype(dtype);
+    unsigned long long count = n;
+    void *args[] = {&dst, &src, &kd, &count};
+    return launch(dev, K_ADD, n, args);
+}
+
+static tcomms_status_t dev_sync(void *dev)
+{
+    cuda_dev_t *d = dev;
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    CUresult r = drv.stream_sync(d->stream);
+    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuStreamSynchronize"));
+}
+
+static int dev_on_device(void *dev, const void *p)
+{
+    (void)dev;
+    unsigned int type = 0;
+    /* Pageable host memory is unknown to the driver: an error here means host. */
+    if (drv.pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+        return 0;
+    return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED;
+}
+
+static void dev_close(void *dev)
+{
+    cuda_dev_t *d = dev;
+    if (d == NULL)
+        return;
+    ctx_guard_t g;
+    if (d->ctx != NULL && enter(d, &g) == TCOMMS_SUCCESS) {
+        if (d->module != NULL)
+            drv.module_unload(d->module);
+        leave(&g, TCOMMS_SUCCESS);
+    }
+    if (d->ctx != NULL)
+        drv.ctx_release(d->device);
+    free(d);
+}
+
+static const tc_fsdp_ops_t cuda_ops = {
+    .name = "cuda", .device_type = TCOMMS_DEVICE_CUDA, .alloc = dev_alloc, .free = dev_free, .zero = dev_zero,
+    .cast = dev_cast, .scale = dev_scale, .add = dev_add, .copy = dev_copy, .sync = dev_sync,
+    .on_device = dev_on_device, .close = dev_close,
+};
+
+static tcomms_status_t load_kernels(cuda_dev_t *d)
+{
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    CUresult r = drv.module_load(&d->module, tc_fsdp_fatbin);
+    if (r != CUDA_SUCCESS)
+        return leave(&g, cu_error(r, "cuModuleLoadData (the FSDP kernels, built for sm_80/sm_90)"));
+    for (int k = 0; k < K_COUNT; k++)
+        if ((r = drv.module_function(&d->fn[k], d->module, kernel_names[k])) != CUDA_SUCCESS)
+            return leave(&g, cu_error(r, kernel_names[k]));
+    return leave(&g, TCOMMS_SUCCESS);
+}
+
+tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, const tc_fsdp_ops_t **ops, void **out)
+{
+    pthread_once(&drv_once, load_driver);
+    if (drv_error[0])
+        return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "fsdp: the CUDA driver is not usable: %s", drv_error);
+    cuda_dev_t *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "fsdp: out of memory");
+    d->stream = (CUstream)stream; /* a cudaStream_t is a CUstream; NULL is the legacy default stream in both */
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    CUresult r = drv.device_get(&d->device, device);
+    if (r != CUDA_SUCCESS)
+        st = cu_error(r, "cuDeviceGet");
+    else if ((r = drv.ctx_retain(&d->ctx, d->device)) != CUDA_SUCCESS)
+        st = cu_error(r, "cuDevicePrimaryCtxRetain");
+    else
+        st = load_kernels(d);
+    if (st != TCOMMS_SUCCESS) {
+        if (r != CUDA_SUCCESS)
+            d->ctx = NULL;
+        dev_close(d);
+        return st;
+    }
+    *ops = &cuda_ops;
+    *out = d;
+    return TCOMMS_SUCCESS;
+}

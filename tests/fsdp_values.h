@@ -1,0 +1,38 @@
+/* Reference values of the FSDP runtime tests (test_fsdp_runtime on CPU backends, tests/gpu/test_fsdp_cuda on NCCL):
+ * what parameter p's element i is loaded with, what an optimizer writes, the gradient rank r adds in microbatch m,
+ * and bfloat16 rounding written independently of the library. Loaded values are exact in bfloat16; installed ones
+ * are not, so the runtime's cast is checked against round_bf16. */
+#ifndef TESTS_FSDP_VALUES_H
+#define TESTS_FSDP_VALUES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline double init_value(int p, size_t i)
+{
+    return (double)((int)((i * 7 + (size_t)p * 3) % 41) - 20) * 0.25;
+}
+
+static inline double new_value(int p, size_t i)
+{
+    return (float)(0.1 * (double)(i + 1) - 0.03 * p);
+}
+
+static inline double grad_value(int r, int m, int p, size_t i)
+{
+    return (double)((r + 1) * (int)(i % 5 + 1) + m * 3 + p);
+}
+
+/* Round to nearest even on the float's bits. */
+static inline float round_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#endif
