@@ -1,13 +1,14 @@
 /* Reference values of the FSDP runtime tests (test_fsdp_runtime on CPU backends, tests/gpu/test_fsdp_cuda on NCCL):
  * what parameter p's element i is loaded with, what an optimizer writes, the gradient rank r adds in microbatch m,
- * and bfloat16 rounding written independently of the library. Loaded values are exact in bfloat16; installed ones
- * are not, so the runtime's cast is checked against round_bf16. */
+ * bfloat16 rounding written independently of the library, and element access by dtype. Loaded values are exact
+ * in bfloat16; installed ones are not, so the runtime's cast is checked against round_bf16. */
 #ifndef TESTS_FSDP_VALUES_H
 #define TESTS_FSDP_VALUES_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <tcomms/tcomms.h>
 
 static inline double init_value(int p, size_t i)
 {
@@ -31,6 +32,25 @@ static inline float round_bf16(float f)
     memcpy(&u, &f, 4);
     u += 0x7fffu + ((u >> 16) & 1u);
     u &= 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* A value as compute dtype `t` (FLOAT64, FLOAT32 or BFLOAT16) holds it. */
+static inline double as_dtype(double v, tcomms_dtype_t t)
+{
+    return t == TCOMMS_FLOAT64 ? v : t == TCOMMS_BFLOAT16 ? (double)round_bf16((float)v) : (double)(float)v;
+}
+
+/* Element i of a FLOAT64, FLOAT32 or BFLOAT16 array. */
+static inline double get(const void *p, tcomms_dtype_t t, size_t i)
+{
+    if (t == TCOMMS_FLOAT64)
+        return ((const double *)p)[i];
+    if (t == TCOMMS_FLOAT32)
+        return ((const float *)p)[i];
+    uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+    float f;
     memcpy(&f, &u, 4);
     return f;
 }

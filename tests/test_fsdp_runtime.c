@@ -55,23 +55,6 @@ static size_t numel(int p)
     return n;
 }
 
-static double as_dtype(double v, tcomms_dtype_t t)
-{
-    return t == TCOMMS_FLOAT64 ? v : t == TCOMMS_BFLOAT16 ? (double)round_bf16((float)v) : (double)(float)v;
-}
-
-static double get(const void *p, tcomms_dtype_t t, size_t i)
-{
-    if (t == TCOMMS_FLOAT64)
-        return ((const double *)p)[i];
-    if (t == TCOMMS_FLOAT32)
-        return ((const float *)p)[i];
-    uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* ---- one rank's environment: world, layout, communicators -------------------------------------------------- */
 
 typedef struct env {

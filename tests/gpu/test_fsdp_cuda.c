@@ -43,22 +43,6 @@ static size_t numel(int p)
     return (size_t)(model[p].shape[0] * model[p].shape[1]);
 }
 
-/* A value as the compute dtype holds it. */
-static double as_dtype(double v, tcomms_dtype_t t)
-{
-    return t == TCOMMS_BFLOAT16 ? round_bf16((float)v) : (float)v;
-}
-
-static double get(const void *p, tcomms_dtype_t t, size_t i)
-{
-    if (t == TCOMMS_FLOAT32)
-        return ((const float *)p)[i];
-    uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 typedef struct scen {
     const char *label;
     tcomms_fsdp_strategy_t strategy;
