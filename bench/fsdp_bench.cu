@@ -17,6 +17,7 @@
 #include <tcomms/tcomms.h>
 
 #include "fsdp_kernels.cuh"
+#include "fsdp_timeline.cuh"
 
 enum { MODE_COMPUTE, MODE_COMM, MODE_FULL, MODE_COUNT };
 static const char *const mode_names[MODE_COUNT] = {"compute", "comm", "full"};
@@ -28,10 +29,12 @@ typedef struct opts {
     float lr;
     const char *backend;
     int sm_margin; /* SMs the GEMMs leave free for the collectives' kernels */
+    int timeline;  /* one more full step with per-layer events (fsdp_timeline.cuh) */
 } opts_t;
 
 typedef struct bench {
     opts_t o;
+    timeline_t *tl; /* set while the --timeline step runs */
     int rank, size;
     tcomms_comm_t *world;
     cudaStream_t stream;
@@ -175,29 +178,39 @@ static int step(bench_t *b, int mode)
     if (rt) CK_TC(tcomms_fsdp_zero_grad(b->rt));
     for (int mb = 0; mb < b->o.micro; mb++) {
         for (int i = 0; i < L; i++) {
+            CK_CUDA(tl_mark(b->tl, tl_slot(b->tl, 0, i, TL_BEFORE), b->stream));
             if (rt) CK_TC(tcomms_fsdp_pre_forward(b->rt, i));
+            CK_CUDA(tl_mark(b->tl, tl_slot(b->tl, 0, i, TL_READY), b->stream));
             if (gemms) {
                 CK(weights(b, mode, i, &w, &g, 0));
                 CK(forward_layer(b, i, w));
             }
+            CK_CUDA(tl_mark(b->tl, tl_slot(b->tl, 0, i, TL_DONE), b->stream));
             if (rt) CK_TC(tcomms_fsdp_post_forward(b->rt, i));
         }
         if (rt) CK_TC(tcomms_fsdp_root_pre_backward(b->rt, mb == b->o.micro - 1));
         int cur = 0;
         if (gemms) CK_CUDA(BY_DTYPE(b->o.fp32, fsdp_loss_grad, b->stream, b->dy[0], b->act[L - 1], b->act_numel));
         for (int i = L - 1; i >= 0; i--) {
+            CK_CUDA(tl_mark(b->tl, tl_slot(b->tl, 1, i, TL_BEFORE), b->stream));
             if (rt) CK_TC(tcomms_fsdp_pre_backward(b->rt, i));
+            CK_CUDA(tl_mark(b->tl, tl_slot(b->tl, 1, i, TL_READY), b->stream));
             if (gemms) {
                 CK(weights(b, mode, i, &w, &g, 1));
                 CK(backward_layer(b, i, w, g, &cur));
             }
+            CK_CUDA(tl_mark(b->tl, tl_slot(b->tl, 1, i, TL_DONE), b->stream));
             if (rt) CK_TC(tcomms_fsdp_post_backward(b->rt, i));
         }
         if (rt) CK_TC(tcomms_fsdp_root_post_backward(b->rt));
     }
+    CK_CUDA(tl_mark(b->tl, tl_tail(b->tl, TL_ROOT_POST), b->stream));
     if (rt) CK_TC(tcomms_fsdp_finish_grad_sync(b->rt));
+    CK_CUDA(tl_mark(b->tl, tl_tail(b->tl, TL_SYNCED), b->stream));
     if (gemms) CK(optimizer(b, mode));
+    CK_CUDA(tl_mark(b->tl, tl_tail(b->tl, TL_OPTIMIZED), b->stream));
     if (rt) CK_TC(tcomms_fsdp_install_weights(b->rt));
+    CK_CUDA(tl_mark(b->tl, tl_tail(b->tl, TL_INSTALLED), b->stream));
     return 0;
 }
 
@@ -415,6 +428,7 @@ static void usage(FILE *f)
           "  --mode all|full|compute|comm  (all: compute, comm, full, then the overlap line)\n"
           "  --lr X          SGD learning rate (1e-3)         --backend B   world backend (nccl)\n"
           "  --sm-margin N   SMs the GEMMs leave to the collectives (0: cuBLAS takes them all)\n"
+          "  --timeline      then one full step with per-layer events: the stall before each layer's compute\n"
           "Prints one line per mode and, with all three, the overlap (compute + comm - full) / comm in [0, 1].\n"
           "Exit 77 without a GPU.\n",
           f);
@@ -444,8 +458,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         {"layers", 1, 0, 'L'}, {"dim", 1, 0, 'd'},      {"tokens", 1, 0, 'T'},  {"micro", 1, 0, 'm'},
         {"steps", 1, 0, 's'},  {"warmup", 1, 0, 'w'},   {"prefetch", 1, 0, 'p'}, {"max-live", 1, 0, 'x'},
         {"dtype", 1, 0, 't'},  {"strategy", 1, 0, 'S'}, {"mode", 1, 0, 'M'},    {"lr", 1, 0, 'r'},
-        {"backend", 1, 0, 'B'}, {"sm-margin", 1, 0, 'G'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    *o = opts_t{8, 4096, 4096, 1, 20, 5, 1, 0, 0, 7, TCOMMS_FSDP_OPTIM_GRADS_PARAMS, 1e-3f, "nccl", 0};
+        {"backend", 1, 0, 'B'}, {"sm-margin", 1, 0, 'G'}, {"timeline", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    *o = opts_t{8, 4096, 4096, 1, 20, 5, 1, 0, 0, 7, TCOMMS_FSDP_OPTIM_GRADS_PARAMS, 1e-3f, "nccl", 0, 0};
     int c, bad = 0;
     while (!bad && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -458,6 +472,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         case 'p': bad = parse_int("--prefetch", optarg, 0, &o->prefetch); break;
         case 'x': bad = parse_int("--max-live", optarg, 0, &o->max_live); break;
         case 'G': bad = parse_int("--sm-margin", optarg, 0, &o->sm_margin); break;
+        case 'E': o->timeline = 1; break;
         case 'r': o->lr = strtof(optarg, NULL); break;
         case 'B': o->backend = optarg; break;
         case 't':
@@ -516,6 +531,24 @@ static void print_overlap(const bench_t *b, const stats_t *st)
     fflush(stdout);
 }
 
+/* One more full step with per-layer events; rank 0 prints them (the last microbatch's, when there are several). */
+static int take_timeline(bench_t *b)
+{
+    timeline_t t = {NULL, 0, 0};
+    cudaError_t e = tl_create(&t, b->o.layers);
+    int rc = e == cudaSuccess ? 0 : fail("timeline", "cudaEventCreate", cudaGetErrorString(e));
+    if (rc == 0 && (e = cudaDeviceSynchronize()) != cudaSuccess)
+        rc = fail("timeline", "cudaDeviceSynchronize", cudaGetErrorString(e));
+    b->tl = &t;
+    if (rc == 0) rc = step(b, MODE_FULL);
+    b->tl = NULL;
+    if (rc == 0 && (e = cudaDeviceSynchronize()) != cudaSuccess)
+        rc = fail("timeline", "cudaDeviceSynchronize", cudaGetErrorString(e));
+    if (rc == 0 && b->rank == 0) tl_print(&t);
+    tl_destroy(&t);
+    return rc;
+}
+
 static int run(bench_t *b)
 {
     stats_t st[MODE_COUNT];
@@ -531,6 +564,7 @@ static int run(bench_t *b)
         if (b->rank == 0) print_mode(b, m, &st[m]);
     }
     if (b->o.modes == 7 && b->rank == 0) print_overlap(b, st);
+    if (b->o.timeline && (b->o.modes & (1 << MODE_FULL))) CK(take_timeline(b));
     return 0;
 }
 

@@ -56,7 +56,8 @@ void tc_store_ref_release(tc_store_ref_t *ref)
     if (!last)
         return;
     tc_store_free(ref->store);
-    tc_store_server_stop(ref->server);
+    /* Other ranks may still use the store (splits of children without rank 0): serve them until they disconnect. */
+    tc_store_server_linger(ref->server, ref->linger_ms);
     free(ref);
 }
 
@@ -112,6 +113,7 @@ static tcomms_status_t open_store(tcomms_comm_t *comm, const tcomms_comm_params_
     if (ref == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
     ref->refs = 1;
+    ref->linger_ms = comm->timeout_ms;
     comm->store = ref;
     if (p != NULL && (p->field_mask & TCOMMS_COMM_PARAM_STORE))
         return tc_store_from_ops(p->store_ops, p->store_ctx, &ref->store);

@@ -17,6 +17,7 @@ typedef struct tc_store_ref {
     tcomms_store_t *store;
     tc_store_server_t *server; /* rank 0 of a root using the built-in store */
     int refs;                  /* guarded by a process-wide lock in comm.c */
+    uint32_t linger_ms;        /* how long the server waits for the other ranks to disconnect (the root's timeout) */
 } tc_store_ref_t;
 
 /* A slot is bound when the communicator's device can serve it: the bound device's own type, or CPU (host buffers

@@ -19,6 +19,9 @@ tcomms_status_t tc_store_server_start(const char *bind_addr, int port, const cha
 int tc_store_server_port(const tc_store_server_t *server);
 /* Stop the thread, close every connection, free all keys. NULL is a no-op. */
 void tc_store_server_stop(tc_store_server_t *server);
+/* Keep serving until every client has disconnected or linger_ms passed (0: not at all), then stop. The rank that
+ * serves a root's store lingers so that ranks still using it (splits after rank 0 finished) are not cut off. */
+void tc_store_server_linger(tc_store_server_t *server, uint32_t linger_ms);
 
 /* Connect to a server, retrying with backoff (10 ms doubling to 1 s) until timeout_ms passes; present `token`. */
 tcomms_status_t tc_store_connect(const char *addr, int port, const char *token, uint32_t timeout_ms,

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,8 @@ struct tc_store_server {
     struct pollfd *pfds; /* wake pipe, listener, then one per connection */
     size_t nconns, cap;
     uint64_t accept_resume_ms;
+    _Atomic uint64_t linger_until_ms; /* set before a lingering stop's wake-up: serve clients until then */
+    int draining;                     /* server thread: woken to linger, stops when the last client is gone */
 };
 
 static void conn_flush(conn_t *c)
@@ -390,6 +393,8 @@ static int poll_timeout(const tc_store_server_t *srv, uint64_t now)
     for (size_t i = 0; i < srv->nconns; i++)
         if ((srv->conns[i]->waiting || srv->conns[i]->closing) && srv->conns[i]->deadline_ms < next)
             next = srv->conns[i]->deadline_ms;
+    if (srv->draining && srv->linger_until_ms < next)
+        next = srv->linger_until_ms;
     if (next == UINT64_MAX)
         return -1;
     return next <= now ? 0 : next - now > 60000 ? 60000 : (int)(next - now);
@@ -455,14 +460,27 @@ static void *server_main(void *arg)
             tc_log(TCOMMS_LOG_ERROR, WHO, "server: poll: %s; the store stops serving", strerror(errno));
             break;
         }
-        if (srv->pfds[0].revents != 0)
-            break;
+        if (srv->pfds[0].revents != 0) {
+            char buf[16];
+            while (read(srv->wake[0], buf, sizeof(buf)) > 0) {
+            }
+            if (atomic_load(&srv->linger_until_ms) == 0)
+                break;
+            srv->draining = 1;
+        }
         if (srv->pfds[1].revents & POLLIN)
             accept_all(srv);
         for (size_t i = 0; i + 2 < n; i++)
             if (srv->pfds[i + 2].revents != 0)
                 serve_conn(srv, srv->conns[i], srv->pfds[i + 2].revents);
         expire_and_sweep(srv);
+        if (srv->draining && srv->nconns == 0)
+            break;
+        if (srv->draining && tc_store_now_ms() >= srv->linger_until_ms) {
+            tc_log(TCOMMS_LOG_WARN, WHO, "server on port %d: stopping with %zu client(s) still connected after "
+                   "lingering for them; their later store requests fail", srv->port, srv->nconns);
+            break;
+        }
     }
     return NULL;
 }
@@ -574,17 +592,33 @@ int tc_store_server_port(const tc_store_server_t *server)
     return server != NULL ? server->port : -1;
 }
 
+static void wake_and_join(tc_store_server_t *srv)
+{
+    ssize_t w;
+    do
+        w = write(srv->wake[1], "x", 1);
+    while (w < 0 && errno == EINTR);
+    pthread_join(srv->thread, NULL);
+    srv->thread_started = 0;
+}
+
+void tc_store_server_linger(tc_store_server_t *srv, uint32_t linger_ms)
+{
+    if (srv == NULL)
+        return;
+    if (srv->thread_started && linger_ms > 0) {
+        atomic_store(&srv->linger_until_ms, tc_store_now_ms() + linger_ms);
+        wake_and_join(srv);
+    }
+    tc_store_server_stop(srv);
+}
+
 void tc_store_server_stop(tc_store_server_t *srv)
 {
     if (srv == NULL)
         return;
-    if (srv->thread_started) {
-        ssize_t w;
-        do
-            w = write(srv->wake[1], "x", 1);
-        while (w < 0 && errno == EINTR);
-        pthread_join(srv->thread, NULL);
-    }
+    if (srv->thread_started)
+        wake_and_join(srv);
     for (size_t i = 0; i < srv->nconns; i++)
         srv->conns[i]->dead = 1;
     expire_and_sweep(srv);

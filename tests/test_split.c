@@ -1,6 +1,7 @@
 /* tcomms_comm_split and tcomms_comm_split_color on 4 ranks (disjoint lists, a subset with a non-member, nested
  * splits, colors with reversed keys, NOCOLOR, invalid lists), each child checked by rank, size and collectives whose
- * results depend on its members; then split/destroy and create/destroy cycles that must not leak fds or memory. */
+ * results depend on its members; splits after the rank serving the store destroyed its root; then split/destroy and
+ * create/destroy cycles that must not leak fds or memory. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,6 +310,39 @@ static int check_growth(int rank, const char *what, int fd0, long rss0, double t
     return fails;
 }
 
+/* The rank serving the store (rank 0) leaves first: right after a split that excludes it, it destroys its root,
+ * while ranks 1 and 2 go on splitting their child through its store. Its destroy must keep the store serving
+ * them until they disconnect (without that, their split finds the store gone). */
+static int early_host_rank(int rank, int size, void *arg)
+{
+    shared_t *sh = arg;
+    const char *label = "split after the store host destroyed its root";
+    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0), *child = NULL, *grandchild = NULL;
+    if (!root)
+        return 1;
+    int fails = 0;
+    tcomms_status_t st = tcomms_comm_split_color(root, rank == 0 ? TCOMMS_SPLIT_NOCOLOR : 1, rank, "late", NULL,
+                                                 &child);
+    if (st != TCOMMS_SUCCESS)
+        fails += report(rank, label, "tcomms_comm_split_color", st);
+    if (rank == 0) {
+        if ((st = tcomms_comm_destroy(root)) != TCOMMS_SUCCESS)
+            fails += report(rank, label, "tcomms_comm_destroy", st);
+        return fails;
+    }
+    usleep(300 * 1000); /* rank 0 is in its destroy by now */
+    if (!fails && (st = tcomms_comm_split_color(child, 0, rank, "later", NULL, &grandchild)) != TCOMMS_SUCCESS)
+        fails += report(rank, label, "tcomms_comm_split_color of the child", st);
+    static const int members[] = {1, 2};
+    if (!fails)
+        fails += verify_child(grandchild, rank, members, 2, label);
+    tcomms_comm_t *all[] = {grandchild, child, root};
+    for (int i = 0; i < 3; i++)
+        if (all[i] != NULL && (st = tcomms_comm_destroy(all[i])) != TCOMMS_SUCCESS)
+            fails += report(rank, label, "tcomms_comm_destroy", st);
+    return fails;
+}
+
 static int leak_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
@@ -357,6 +391,12 @@ START_TEST(test_split_cases)
 }
 END_TEST
 
+START_TEST(test_split_store_host_first)
+{
+    run_job(3, early_host_rank, _i, SPLIT_JOB_S);
+}
+END_TEST
+
 START_TEST(test_split_no_leaks)
 {
     run_job(2, leak_rank, _i, LEAK_JOB_S);
@@ -374,6 +414,7 @@ int main(void)
     TCase *tc = tcase_create("split");
     tcase_set_timeout(tc, SPLIT_JOB_S + 30);
     tcase_add_loop_test(tc, test_split_cases, 0, nbackends);
+    tcase_add_loop_test(tc, test_split_store_host_first, 0, nbackends);
     suite_add_tcase(s, tc);
     TCase *tl = tcase_create("leaks");
     tcase_set_timeout(tl, LEAK_JOB_S + 30);

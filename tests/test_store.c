@@ -615,6 +615,32 @@ START_TEST(test_server_gone)
 }
 END_TEST
 
+static void *linger_stop(void *arg)
+{
+    tc_store_server_linger(arg, 400);
+    return NULL;
+}
+
+/* A lingering stop keeps serving a connected client (requests during the linger succeed, a parked WAIT is
+ * answered) and ends at its deadline while the client stays connected; later requests find the store gone. */
+START_TEST(test_server_linger)
+{
+    tcomms_store_t *s = client(port, NULL), *other = client(port, NULL);
+    pthread_t th;
+    pthread_create(&th, NULL, linger_stop, server);
+    server = NULL;
+    msleep(100);
+    ck_ok(tc_store_set(s, "during", "v", 1));
+    ck_ok(tc_store_set(other, "k", "v", 1));
+    tc_store_free(other);       /* one client gone: the server goes on for the one left */
+    const char *keys[] = {"k"}; /* answered from the table while lingering */
+    ck_ok(tc_store_wait(s, keys, 1, 5000));
+    pthread_join(th, NULL);     /* returns at the deadline: `s` never disconnected */
+    ck_status(tc_store_set(s, "after", "v", 1), TCOMMS_ERR_REMOTE);
+    tc_store_free(s);
+}
+END_TEST
+
 START_TEST(test_invalid_args)
 {
     tcomms_store_t *s = client(port, NULL);
@@ -872,6 +898,7 @@ int main(void)
     tcase_add_test(tcp, test_malformed_requests);
     tcase_add_test(tcp, test_token);
     tcase_add_test(tcp, test_server_gone);
+    tcase_add_test(tcp, test_server_linger);
     tcase_add_test(tcp, test_invalid_args);
     suite_add_tcase(suite, tcp);
     TCase *user = tcase_create("user_ops");

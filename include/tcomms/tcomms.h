@@ -177,8 +177,9 @@ TCOMMS_API tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params
 
 /* Destroy `comm` after its pending operations complete (each within its timeout). Local, not collective. A NULL
  * comm is a no-op. Children and the parent are independent: either may be destroyed first. The rank serving the
- * built-in store (rank 0 of a root) stops it with the last communicator of that root: the other ranks' later
- * splits of that root's family then fail with a lost store, so end with a barrier before rank 0 destroys. */
+ * built-in store (rank 0 of a root) stops it with the last communicator of that root, after waiting (up to the
+ * root's timeout) for the other ranks to close their connections, so their later splits of that root's family
+ * still work; a user store (store_ops) has no such wait: end with a barrier there. */
 TCOMMS_API tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm);
 
 #define TCOMMS_SPLIT_NOCOLOR (-1)

@@ -103,8 +103,9 @@ static tcomms_status_t duplicate(tcomms_comm_t *shard, const char *name, tcomms_
 }
 
 /* Every split ends with reads from the world's store. A host-blocking barrier keeps a rank that is done early (one
- * outside the layout has nothing else to do) from destroying the world, and with it the store rank 0 serves,
- * while others still read: seen as "connection to the store lost" on a 5-rank run with rank_offset 1. */
+ * outside the layout has nothing else to do) from destroying the world while others still read: the built-in
+ * store lingers for them, but a user store may go away with its host (seen as "connection to the store lost" on
+ * a 5-rank run with rank_offset 1, before the built-in store lingered). */
 static tcomms_status_t settle(tcomms_comm_t *world)
 {
     tcomms_work_t *w = NULL;
