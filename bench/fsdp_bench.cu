@@ -17,20 +17,9 @@
 #include <tcomms/tcomms.h>
 
 #include "fsdp_kernels.cuh"
+#include "fsdp_opts.cuh"
 #include "fsdp_timeline.cuh"
 
-enum { MODE_COMPUTE, MODE_COMM, MODE_FULL, MODE_COUNT };
-static const char *const mode_names[MODE_COUNT] = {"compute", "comm", "full"};
-static const char *const strategy_names[] = {"noshard", "zero1", "zero2", "zero3"};
-
-typedef struct opts {
-    int layers, dim, tokens, micro, steps, warmup, prefetch, max_live, fp32, modes;
-    tcomms_fsdp_strategy_t strategy;
-    float lr;
-    const char *backend;
-    int sm_margin; /* SMs the GEMMs leave free for the collectives' kernels */
-    int timeline;  /* one more full step with per-layer events (fsdp_timeline.cuh) */
-} opts_t;
 
 typedef struct bench {
     opts_t o;
@@ -414,95 +403,7 @@ static int run_mode(bench_t *b, int mode, stats_t *st)
     return rc;
 }
 
-/* ---- command line and report ------------------------------------------------------------------------------ */
-
-static void usage(FILE *f)
-{
-    fputs("usage: fsdp_bench [options]   (one rank per GPU, under tcomms-run -n N)\n"
-          "  --layers L      linear layers (default 8)        --dim D       width d (default 4096)\n"
-          "  --tokens T      tokens per microbatch (4096)     --micro M     microbatches per step (1)\n"
-          "  --dtype bf16|fp32   compute dtype (bf16; main params and gradients are fp32)\n"
-          "  --strategy zero3|zero2|zero1|noshard (zero3)     --prefetch N  forward and backward (1)\n"
-          "  --max-live N    ZeRO-3 unit buffers (0: the runtime's default)\n"
-          "  --steps S       timed steps per mode (20)        --warmup W    untimed steps first (5)\n"
-          "  --mode all|full|compute|comm  (all: compute, comm, full, then the overlap line)\n"
-          "  --lr X          SGD learning rate (1e-3)         --backend B   world backend (nccl)\n"
-          "  --sm-margin N   SMs the GEMMs leave to the collectives (0: cuBLAS takes them all)\n"
-          "  --timeline      then one full step with per-layer events: the stall before each layer's compute\n"
-          "Prints one line per mode and, with all three, the overlap (compute + comm - full) / comm in [0, 1].\n"
-          "Exit 77 without a GPU.\n",
-          f);
-}
-
-static int bad_arg(const char *what, const char *v)
-{
-    fprintf(stderr, "fsdp_bench: %s, not '%s'\n", what, v);
-    return -1;
-}
-
-static int parse_int(const char *name, const char *v, int lo, int *out)
-{
-    char *end = NULL;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > 1 << 20) {
-        fprintf(stderr, "fsdp_bench: %s needs an integer >= %d, not '%s'\n", name, lo, v);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_opts(int argc, char **argv, opts_t *o)
-{
-    static const struct option lo[] = {
-        {"layers", 1, 0, 'L'}, {"dim", 1, 0, 'd'},      {"tokens", 1, 0, 'T'},  {"micro", 1, 0, 'm'},
-        {"steps", 1, 0, 's'},  {"warmup", 1, 0, 'w'},   {"prefetch", 1, 0, 'p'}, {"max-live", 1, 0, 'x'},
-        {"dtype", 1, 0, 't'},  {"strategy", 1, 0, 'S'}, {"mode", 1, 0, 'M'},    {"lr", 1, 0, 'r'},
-        {"backend", 1, 0, 'B'}, {"sm-margin", 1, 0, 'G'}, {"timeline", 0, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    *o = opts_t{8, 4096, 4096, 1, 20, 5, 1, 0, 0, 7, TCOMMS_FSDP_OPTIM_GRADS_PARAMS, 1e-3f, "nccl", 0, 0};
-    int c, bad = 0;
-    while (!bad && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'L': bad = parse_int("--layers", optarg, 1, &o->layers); break;
-        case 'd': bad = parse_int("--dim", optarg, 16, &o->dim); break;
-        case 'T': bad = parse_int("--tokens", optarg, 1, &o->tokens); break;
-        case 'm': bad = parse_int("--micro", optarg, 1, &o->micro); break;
-        case 's': bad = parse_int("--steps", optarg, 1, &o->steps); break;
-        case 'w': bad = parse_int("--warmup", optarg, 0, &o->warmup); break;
-        case 'p': bad = parse_int("--prefetch", optarg, 0, &o->prefetch); break;
-        case 'x': bad = parse_int("--max-live", optarg, 0, &o->max_live); break;
-        case 'G': bad = parse_int("--sm-margin", optarg, 0, &o->sm_margin); break;
-        case 'E': o->timeline = 1; break;
-        case 'r': o->lr = strtof(optarg, NULL); break;
-        case 'B': o->backend = optarg; break;
-        case 't':
-            if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16")) o->fp32 = 0;
-            else if (!strcmp(optarg, "fp32") || !strcmp(optarg, "float32") || !strcmp(optarg, "float")) o->fp32 = 1;
-            else bad = bad_arg("--dtype is bf16 or fp32", optarg);
-            break;
-        case 'S': {
-            int k = 0;
-            while (k < 4 && strcmp(optarg, strategy_names[k])) k++;
-            if (k == 4) bad = bad_arg("--strategy is zero3, zero2, zero1 or noshard", optarg);
-            else o->strategy = (tcomms_fsdp_strategy_t)k;
-            break;
-        }
-        case 'M': {
-            int k = 0;
-            while (k < MODE_COUNT && strcmp(optarg, mode_names[k])) k++;
-            if (!strcmp(optarg, "all")) o->modes = 7;
-            else if (k == MODE_COUNT) bad = bad_arg("--mode is all, full, compute or comm", optarg);
-            else o->modes = 1 << k;
-            break;
-        }
-        case 'h': usage(stdout); exit(0);
-        default: bad = -1;
-        }
-    }
-    if (!bad && optind < argc) bad = bad_arg("unexpected argument", argv[optind]);
-    if (bad) usage(stderr);
-    return bad;
-}
+/* ---- report --------------------------------------------------------------------------------------------------- */
 
 static void print_mode(const bench_t *b, int mode, const stats_t *st)
 {
@@ -529,6 +430,60 @@ static void print_overlap(const bench_t *b, const stats_t *st)
            b->o.layers, b->o.dim, b->o.tokens, b->o.fp32 ? "fp32" : "bf16", comp, comm, full,
            full - comp > 0 ? full - comp : 0.0, eff);
     fflush(stdout);
+}
+
+/* --concurrency: whether a GEMM and a collective run side by side at all, without the runtime in between. Eight
+ * forward GEMMs of one layer on the compute stream and eight all_gathers of one layer's weights over the world
+ * (async, on its internal stream, posted first as a prefetch is), timed alone and together, best of 3. Together
+ * near the larger of the two means the GPU overlaps them; near their sum means it does not, whatever the runtime
+ * does. */
+static int concurrency_probe(bench_t *b)
+{
+    enum { N = 8 };
+    const size_t count = b->wnumel / (size_t)b->size, wbytes = b->wnumel * b->esize;
+    const tcomms_dtype_t dt = b->o.fp32 ? TCOMMS_FLOAT32 : TCOMMS_BFLOAT16;
+    void *w = NULL, *ag = NULL;
+    CK(alloc(&w, wbytes));
+    CK(alloc(&ag, wbytes));
+    CK_CUDA(BY_DTYPE(b->o.fp32, fsdp_fill, b->stream, w, b->wnumel, 3, 0.01f));
+    tcomms_op_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.field_mask = TCOMMS_OP_OPT_STREAM;
+    o.stream = (void *)b->stream;
+    cudaEvent_t ev[2];
+    CK_CUDA(cudaEventCreate(&ev[0]));
+    CK_CUDA(cudaEventCreate(&ev[1]));
+    float best[3] = {1e30f, 1e30f, 1e30f}; /* GEMMs, all_gathers, both */
+    for (int pass = 0; pass < 4; pass++)   /* the first is a warm-up */
+        for (int kind = 0; kind < 3; kind++) {
+            tcomms_work_t *work[N] = {NULL};
+            CK_CUDA(cudaDeviceSynchronize());
+            CK_CUDA(cudaEventRecord(ev[0], b->stream));
+            for (int k = 0; kind != 0 && k < N; k++)
+                CK_TC(tcomms_all_gather(b->world, (char *)ag + (size_t)b->rank * count * b->esize, ag, count, dt,
+                                        &o, &work[k]));
+            for (int k = 0; kind != 1 && k < N; k++)
+                CK(forward_layer(b, 0, w));
+            for (int k = 0; kind != 0 && k < N; k++) {
+                CK_TC(tcomms_work_wait(work[k], 0));
+                tcomms_work_free(work[k]);
+            }
+            CK_CUDA(cudaEventRecord(ev[1], b->stream));
+            CK_CUDA(cudaDeviceSynchronize());
+            float ms = 0;
+            CK_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+            if (pass > 0 && ms < best[kind]) best[kind] = ms;
+        }
+    if (b->rank == 0)
+        printf("fsdp_bench concurrency: %d GEMMs %.3f ms, %d all_gathers of %.1f MiB %.3f ms, both %.3f ms (sum %.3f, "
+               "larger %.3f)\n", N, best[0], N, (double)wbytes / (1 << 20), best[1], best[2], best[0] + best[1],
+               best[0] > best[1] ? best[0] : best[1]);
+    fflush(stdout);
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    cudaFree(w);
+    cudaFree(ag);
+    return 0;
 }
 
 /* One more full step with per-layer events; rank 0 prints them (the last microbatch's, when there are several). */
@@ -565,6 +520,7 @@ static int run(bench_t *b)
     }
     if (b->o.modes == 7 && b->rank == 0) print_overlap(b, st);
     if (b->o.timeline && (b->o.modes & (1 << MODE_FULL))) CK(take_timeline(b));
+    if (b->o.concurrency) CK(concurrency_probe(b));
     return 0;
 }
 

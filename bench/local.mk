@@ -12,7 +12,7 @@ EXTRA_DIST += bench/compare-fsdp bench/fsdp2_step.py
 if HAVE_CUBLAS
 if BUILD_NCCL
 noinst_PROGRAMS += bench/fsdp_bench
-bench_fsdp_bench_SOURCES = bench/fsdp_bench.cu bench/fsdp_kernels.cuh bench/fsdp_timeline.cuh
+bench_fsdp_bench_SOURCES = bench/fsdp_bench.cu bench/fsdp_kernels.cuh bench/fsdp_opts.cuh bench/fsdp_timeline.cuh
 nodist_EXTRA_bench_fsdp_bench_SOURCES = bench/fsdp_link.cxx
 bench_fsdp_bench_LDFLAGS = -no-install
 bench_fsdp_bench_LDADD = lib/libtcomms.la $(CUDA_LDFLAGS) -lcublas -lcudart
