@@ -262,6 +262,7 @@ static int setup_runtime(bench_t *b)
     c.grad_scale = 1.0 / b->size; /* a mean over ranks, as FSDP2's AVG reduction */
     c.timeout_ms = 120000;
     c.stream = (void *)b->stream;
+    c.windows = o->no_windows ? -1 : 0;
     CK_TC(tcomms_fsdp_create(&b->groups, &c, &b->rt));
     const int64_t shape[2] = {o->dim, o->dim};
     for (int i = 0; i < o->layers; i++) {
@@ -443,8 +444,14 @@ static int concurrency_probe(bench_t *b)
     const size_t count = b->wnumel / (size_t)b->size, wbytes = b->wnumel * b->esize;
     const tcomms_dtype_t dt = b->o.fp32 ? TCOMMS_FLOAT32 : TCOMMS_BFLOAT16;
     void *w = NULL, *ag = NULL;
+    tcomms_mem_reg_t *reg = NULL;
     CK(alloc(&w, wbytes));
-    CK(alloc(&ag, wbytes));
+    if (b->o.window) {
+        CK_TC(tcomms_mem_alloc(b->world, TCOMMS_DEVICE_CUDA, wbytes, &ag));
+        CK_TC(tcomms_mem_register(b->world, TCOMMS_DEVICE_CUDA, ag, wbytes, TCOMMS_MEM_REG_WINDOW, &reg));
+    } else {
+        CK(alloc(&ag, wbytes));
+    }
     CK_CUDA(BY_DTYPE(b->o.fp32, fsdp_fill, b->stream, w, b->wnumel, 3, 0.01f));
     tcomms_op_opts_t o;
     memset(&o, 0, sizeof o);
@@ -475,14 +482,19 @@ static int concurrency_probe(bench_t *b)
             if (pass > 0 && ms < best[kind]) best[kind] = ms;
         }
     if (b->rank == 0)
-        printf("fsdp_bench concurrency: %d GEMMs %.3f ms, %d all_gathers of %.1f MiB %.3f ms, both %.3f ms (sum %.3f, "
-               "larger %.3f)\n", N, best[0], N, (double)wbytes / (1 << 20), best[1], best[2], best[0] + best[1],
-               best[0] > best[1] ? best[0] : best[1]);
+        printf("fsdp_bench concurrency%s: %d GEMMs %.3f ms, %d all_gathers of %.1f MiB %.3f ms, both %.3f ms (sum %.3f, "
+               "larger %.3f)\n", b->o.window ? " (window)" : "", N, best[0], N, (double)wbytes / (1 << 20), best[1],
+               best[2], best[0] + best[1], best[0] > best[1] ? best[0] : best[1]);
     fflush(stdout);
     cudaEventDestroy(ev[0]);
     cudaEventDestroy(ev[1]);
     cudaFree(w);
-    cudaFree(ag);
+    if (reg) {
+        CK_TC(tcomms_mem_deregister(reg));
+        CK_TC(tcomms_mem_free(b->world, TCOMMS_DEVICE_CUDA, ag));
+    } else {
+        cudaFree(ag);
+    }
     return 0;
 }
 

@@ -21,6 +21,8 @@ typedef struct opts {
     int sm_margin; /* SMs the GEMMs leave free for the collectives' kernels */
     int timeline;  /* one more full step with per-layer events (fsdp_timeline.cuh) */
     int concurrency; /* then GEMMs and all_gathers alone and together, without the runtime */
+    int window;      /* the probe's all_gather buffer is a symmetric window (ncclMemAlloc, ncclCommWindowRegister) */
+    int no_windows;  /* config.windows = -1: the runtime's buffers stay plain device memory */
 } opts_t;
 
 static void usage(FILE *f)
@@ -37,6 +39,8 @@ static void usage(FILE *f)
           "  --sm-margin N   SMs the GEMMs leave to the collectives (0: cuBLAS takes them all)\n"
           "  --timeline      then one full step with per-layer events: the stall before each layer's compute\n"
           "  --concurrency   then 8 GEMMs and 8 all_gathers of one layer, alone and together (no runtime)\n"
+          "  --window        the --concurrency all_gathers use a symmetric window (with NCCL_CTA_POLICY=2: copy engines)\n"
+          "  --no-windows    the runtime's unit buffers and gradient slots in plain device memory (config.windows -1)\n"
           "Prints one line per mode and, with all three, the overlap (compute + comm - full) / comm in [0, 1].\n"
           "Exit 77 without a GPU.\n",
           f);
@@ -67,8 +71,9 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         {"steps", 1, 0, 's'},  {"warmup", 1, 0, 'w'},   {"prefetch", 1, 0, 'p'}, {"max-live", 1, 0, 'x'},
         {"dtype", 1, 0, 't'},  {"strategy", 1, 0, 'S'}, {"mode", 1, 0, 'M'},    {"lr", 1, 0, 'r'},
         {"backend", 1, 0, 'B'}, {"sm-margin", 1, 0, 'G'}, {"timeline", 0, 0, 'E'},
-        {"concurrency", 0, 0, 'C'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    *o = opts_t{8, 4096, 4096, 1, 20, 5, 1, 0, 0, 7, TCOMMS_FSDP_OPTIM_GRADS_PARAMS, 1e-3f, "nccl", 0, 0, 0};
+        {"concurrency", 0, 0, 'C'}, {"window", 0, 0, 'W'}, {"no-windows", 0, 0, 'N'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    *o = opts_t{8, 4096, 4096, 1, 20, 5, 1, 0, 0, 7, TCOMMS_FSDP_OPTIM_GRADS_PARAMS, 1e-3f, "nccl", 0, 0, 0, 0, 0};
     int c, bad = 0;
     while (!bad && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -83,6 +88,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         case 'G': bad = parse_int("--sm-margin", optarg, 0, &o->sm_margin); break;
         case 'E': o->timeline = 1; break;
         case 'C': o->concurrency = 1; break;
+        case 'W': o->window = 1; break;
+        case 'N': o->no_windows = 1; break;
         case 'r': o->lr = strtof(optarg, NULL); break;
         case 'B': o->backend = optarg; break;
         case 't':

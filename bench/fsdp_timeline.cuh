@@ -17,14 +17,15 @@ typedef struct timeline {
     int layers, n;
 } timeline_t;
 
+/* Slot numbers; with no timeline (t NULL, every step but the --timeline one) they are unused and 0. */
 static inline int tl_slot(const timeline_t *t, int backward, int layer, int point)
 {
-    return (backward * t->layers + layer) * TL_PER_LAYER + point;
+    return t ? (backward * t->layers + layer) * TL_PER_LAYER + point : 0;
 }
 
 static inline int tl_tail(const timeline_t *t, int point)
 {
-    return 2 * t->layers * TL_PER_LAYER + point;
+    return t ? 2 * t->layers * TL_PER_LAYER + point : 0;
 }
 
 static inline cudaError_t tl_create(timeline_t *t, int layers)

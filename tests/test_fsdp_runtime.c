@@ -555,6 +555,9 @@ static int config_case(const env_t *e, const char *what)
     c = (tcomms_fsdp_config_t){0};
     c.main_dtype = TCOMMS_BFLOAT16;
     BAD(tcomms_fsdp_create(&e->groups, &c, &f), "main_dtype");
+    c = (tcomms_fsdp_config_t){0};
+    c.windows = 2;
+    BAD(tcomms_fsdp_create(&e->groups, &c, &f), "config->windows 2");
     BAD(tcomms_fsdp_create(NULL, NULL, &f), "groups is NULL");
     tcomms_fsdp_groups_t g = e->groups;
     g.expt_dp = NULL;

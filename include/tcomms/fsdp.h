@@ -143,6 +143,9 @@ typedef struct tcomms_fsdp_config {
     uint32_t timeout_ms;               /* bounds each wait; 0 = the communicators' own timeouts */
     void *stream;                      /* CUDA: the stream the training loop computes on (a cudaStream_t; NULL is
                                           the legacy default stream) */
+    int windows;                       /* CUDA: 0 (default) puts the unit buffers and gradient slots in symmetric
+                                          windows where the backend has them (NCCL 2.27+), else plain device
+                                          memory; 1 requires windows (finalize fails without); -1 never */
 } tcomms_fsdp_config_t;
 
 /* CUDA. When groups.members is bound to a CUDA device (tcomms_comm_device), the runtime's buffers are device memory
@@ -159,7 +162,9 @@ typedef struct tcomms_fsdp_config {
  * groups, expert params later without expert groups, ...). */
 TCOMMS_API tcomms_status_t tcomms_fsdp_create(const tcomms_fsdp_groups_t *groups, const tcomms_fsdp_config_t *config,
                                               tcomms_fsdp_t **out);
-/* Free the runtime and its buffers after its pending collectives complete. Local; NULL is a no-op. */
+/* Free the runtime and its buffers after its pending collectives complete; NULL is a no-op. Local, except when its
+ * buffers are symmetric windows (CUDA, config->windows): releasing a window is collective over the communicators
+ * it is registered on, so every member calls destroy. */
 TCOMMS_API void tcomms_fsdp_destroy(tcomms_fsdp_t *fsdp);
 
 /* Register a parameter before tcomms_fsdp_finalize. `dtype` is its compute dtype (FLOAT32, BFLOAT16, FLOAT16 or

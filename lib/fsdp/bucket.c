@@ -130,7 +130,7 @@ tcomms_status_t tc_fsdp_alloc_buckets(tcomms_fsdp_t *rt)
 static void free_pool(tcomms_fsdp_t *rt, tc_fsdp_buf_t *bufs, int n)
 {
     for (int i = 0; bufs && i < n; i++) {
-        tc_fsdp_free(rt, bufs[i].data);
+        tc_fsdp_pool_free(rt, &bufs[i]);
         free(bufs[i].works);
     }
     free(bufs);

@@ -23,6 +23,7 @@ tcomms_status_t tc_fsdp_gather_init(tcomms_fsdp_t *rt)
         tc_fsdp_buf_t *b = &rt->ubufs[i];
         b->unit = -1;
         b->state = TC_FSDP_EMPTY;
+        b->bytes = bytes;
         tcomms_status_t st = tc_fsdp_alloc(rt, bytes, &b->data);
         if (st != TCOMMS_SUCCESS)
             return st;

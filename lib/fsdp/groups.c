@@ -94,12 +94,42 @@ static tcomms_status_t split_kind(tcomms_comm_t *world, const tcomms_fsdp_layout
     return tcomms_comm_split_color(world, color, key, name, NULL, out);
 }
 
-/* A duplicate of `shard`: same members, same order (never derived from the layout a second time). */
+/* The all-gather duplicates' hints: nccl.cta_policy=zero where the shard communicator's GPU backend is an NCCL
+ * that has the setting, so all-gathers into symmetric windows (the runtime's unit buffers on a GPU) run on copy
+ * engines and leave every SM to the compute they overlap. NULL elsewhere, and when the user set NCCL_CTA_POLICY,
+ * which NCCL applies over any config. */
+static tcomms_status_t ag_hints(tcomms_comm_t *shard, tcomms_hints_t **out)
+{
+    *out = NULL;
+    const char *backend = NULL, *env = getenv("NCCL_CTA_POLICY");
+    char value[32] = "";
+    if ((env != NULL && *env != '\0') ||
+        tcomms_comm_backend(shard, TCOMMS_DEVICE_CUDA, &backend) != TCOMMS_SUCCESS || strcmp(backend, "nccl") != 0 ||
+        tcomms_comm_hint(shard, TCOMMS_DEVICE_CUDA, "nccl.cta_policy", value, sizeof(value)) != TCOMMS_SUCCESS ||
+        strcmp(value, "not applicable") == 0) {
+        tc_error_clear();
+        return TCOMMS_SUCCESS;
+    }
+    tcomms_status_t st = tcomms_hints_create(out);
+    if (st == TCOMMS_SUCCESS && (st = tcomms_hints_set(*out, "nccl.cta_policy", "zero")) != TCOMMS_SUCCESS) {
+        tcomms_hints_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* A duplicate of `shard` for all-gathers: same members, same order (never derived from the layout a second time). */
 static tcomms_status_t duplicate(tcomms_comm_t *shard, const char *name, tcomms_comm_t **out)
 {
     int r = 0;
+    tcomms_hints_t *hints = NULL;
     tcomms_status_t st = tcomms_comm_rank(shard, &r);
-    return st != TCOMMS_SUCCESS ? st : tcomms_comm_split_color(shard, 0, r, name, NULL, out);
+    if (st == TCOMMS_SUCCESS)
+        st = ag_hints(shard, &hints);
+    if (st == TCOMMS_SUCCESS)
+        st = tcomms_comm_split_color(shard, 0, r, name, hints, out);
+    tcomms_hints_free(hints);
+    return st;
 }
 
 /* Every split ends with reads from the world's store. A host-blocking barrier keeps a rank that is done early (one

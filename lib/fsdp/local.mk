@@ -3,7 +3,7 @@
 lib_libtccore_la_SOURCES += \
 	lib/fsdp/layout.c lib/fsdp/groups.c lib/fsdp/groups.h \
 	lib/fsdp/rt.h lib/fsdp/runtime.c lib/fsdp/bucket.c lib/fsdp/gather.c lib/fsdp/reduce.c lib/fsdp/install.c \
-	lib/fsdp/issue.c lib/fsdp/ops.c
+	lib/fsdp/issue.c lib/fsdp/ops.c lib/fsdp/window.c
 
 # The CUDA path (cuda.c) needs nvcc for its kernels: kernels.cu becomes a fatbin, embedded as a byte array that
 # cuda.c loads with cuModuleLoadData. Only cuda.c sees cuda.h (CUDA_CPPFLAGS); nothing links a CUDA library, the

@@ -30,6 +30,7 @@ tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt)
     for (int i = 0; i < n; i++) {
         tc_fsdp_buf_t *s = &rt->gslots[i];
         s->unit = -1;
+        s->bytes = bytes;
         tcomms_status_t st = tc_fsdp_alloc(rt, bytes, &s->data);
         if (st != TCOMMS_SUCCESS)
             return st;

@@ -1,7 +1,8 @@
 /* Internal structures of the FSDP runtime (include/tcomms/fsdp.h) and the helpers its files share: runtime.c
  * (create, register, finalize, destroy), bucket.c (layout, shard views, load/read), gather.c (unit buffers and
  * references), reduce.c (gradients), install.c (main params to weights), issue.c (posting, log, hash), ops.c
- * (memory and element-wise work on the host, the control-plane exchange) and cuda.c (the same on a GPU). */
+ * (memory and element-wise work on the host, the control-plane exchange), cuda.c (the same on a GPU) and window.c
+ * (symmetric windows for the pools on a GPU). */
 #ifndef TC_FSDP_RT_H
 #define TC_FSDP_RT_H
 
@@ -96,6 +97,9 @@ extern const tc_fsdp_ops_t tc_fsdp_host_ops;
  * READY: its reduce-scatter is in flight). */
 typedef struct tc_fsdp_buf {
     void *data;
+    size_t bytes;
+    tcomms_comm_t *owner;                       /* a symmetric window's: tcomms_mem_alloc'ed on it; else NULL */
+    tcomms_mem_reg_t *reg[TC_FSDP_NDOMAINS];    /* its registrations, one per communicator using the pool */
     int unit;
     tc_fsdp_state_t state;
     uint64_t stamp;          /* when last used (unit buffers) or posted (slots): eviction / completion order */
@@ -165,6 +169,11 @@ tcomms_status_t tc_fsdp_release(tcomms_fsdp_t *rt, int unit, tcomms_fsdp_dir_t d
 tcomms_status_t tc_fsdp_drop_gathered(tcomms_fsdp_t *rt, int force, const char *fn);
 /* The gathered weights of `unit` when it has any (waiting for their all-gather), else NULL. */
 tcomms_status_t tc_fsdp_gathered(tcomms_fsdp_t *rt, int unit, void **data);
+
+/* window.c: after finalize's agreement, move the unit buffers and gradient slots into symmetric windows where
+ * config->windows and the backend allow (collective over groups->members); tc_fsdp_pool_free frees either kind. */
+tcomms_status_t tc_fsdp_windows(tcomms_fsdp_t *rt);
+void tc_fsdp_pool_free(tcomms_fsdp_t *rt, tc_fsdp_buf_t *b);
 
 /* reduce.c */
 tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt);

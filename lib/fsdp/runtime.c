@@ -74,6 +74,8 @@ static tcomms_status_t check_config(const tcomms_fsdp_config_t *c)
     if (c->max_live_units < 1)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: config->max_live_units %d must be >= 1 (0 means 2)", fn,
                         c->max_live_units);
+    if (c->windows < -1 || c->windows > 1)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: config->windows %d must be -1, 0 or 1", fn, c->windows);
     if (!isfinite(c->grad_scale))
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: config->grad_scale is not finite", fn);
     return TCOMMS_SUCCESS;
@@ -289,8 +291,9 @@ tcomms_status_t tcomms_fsdp_set_order(tcomms_fsdp_t *rt, const int *units, int n
 static uint64_t config_hash(const tcomms_fsdp_t *rt, const tcomms_fsdp_layout_t *layout)
 {
     const tcomms_fsdp_config_t *c = &rt->cfg;
-    int64_t head[] = {c->strategy, c->outer, c->main_dtype, c->prefetch_forward, c->prefetch_backward,
-                      c->max_live_units, c->keep_after_forward, rt->nunits, rt->nbuckets, rt->nparams};
+    int64_t head[] = {c->strategy,         c->outer,   c->main_dtype, c->prefetch_forward, c->prefetch_backward,
+                      c->max_live_units,   c->keep_after_forward,     c->windows,          rt->nunits,
+                      rt->nbuckets,        rt->nparams};
     uint64_t h = tc_fsdp_hash_i64(TC_FSDP_HASH_INIT, (int64_t)tc_fsdp_layout_hash(layout));
     h = tc_fsdp_hash_bytes(h, head, sizeof(head));
     for (int b = 0; b < rt->nbuckets; b++) {
@@ -369,6 +372,8 @@ tcomms_status_t tcomms_fsdp_finalize(tcomms_fsdp_t *rt, const tcomms_fsdp_layout
     tcomms_status_t st = tc_fsdp_groups_check(&rt->groups, layout);
     if (st == TCOMMS_SUCCESS)
         st = agree(rt, config_hash(rt, layout), local, saved);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_windows(rt);
     /* The buffers start zeroed (device memsets are queued): the first step may then run without host blocking. */
     if (st == TCOMMS_SUCCESS && (st = rt->ops->sync(rt->dev)) != TCOMMS_SUCCESS)
         st = tc_error_prefix(st, "%s: ", fn);
