@@ -137,7 +137,8 @@ typedef struct tcomms_fsdp_config {
                                           pre_forward/pre_backward that finds none is INVALID_ARG naming the holders.
                                           ZeRO-2/3 gradient buffers come from a pool of max(2, max_live_units) */
     int keep_after_forward;            /* ZeRO-3: keep weights gathered from forward until backward (no reshard) */
-    double grad_scale;                 /* gradients are multiplied by it before reduction; 0 means 1 */
+    double grad_scale;                 /* gradients are multiplied by it (ZeRO-0/1 before reduction, ZeRO-2/3 the
+                                          reduced shard); 0 means 1 */
     const char *log_path;              /* when set, each rank appends its issued collectives (communicator, op,
                                           bucket, bytes) to "<log_path>.<members rank>" */
     uint32_t timeout_ms;               /* bounds each wait; 0 = the communicators' own timeouts */

@@ -233,11 +233,11 @@ static tcomms_status_t dev_scale(void *dev, void *buf, size_t n, tcomms_dtype_t 
     return launch(dev, K_SCALE, n, args);
 }
 
-static tcomms_status_t dev_add(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype)
+static tcomms_status_t dev_add(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype, double s)
 {
     int kd = kdtype(dtype);
     unsigned long long count = n;
-    void *args[] = {&dst, &src, &kd, &count};
+    void *args[] = {&dst, &src, &kd, &s, &count};
     return launch(dev, K_ADD, n, args);
 }
 

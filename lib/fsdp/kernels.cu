@@ -1,4 +1,4 @@
-// FSDP runtime kernels (lib/fsdp/cuda.c): element-wise cast, scale and add over flat bucket memory, grid-stride,
+// FSDP runtime kernels (lib/fsdp/cuda.c): element-wise cast, scale and scaled add over flat bucket memory, grid-stride,
 // reading and writing in place (no staging). Built by nvcc into a fatbin that cuda.c embeds and loads with
 // cuModuleLoadData, so libtcomms needs no CUDA runtime. Dtype codes: 0 float64, 1 float32, 2 bfloat16, 3 float16.
 #include <cuda_bf16.h>
@@ -64,20 +64,24 @@ extern "C" __global__ void tc_fsdp_k_scale(void *buf, int dt, double s, unsigned
     }
 }
 
-extern "C" __global__ void tc_fsdp_k_add(void *dst, const void *src, int dt, unsigned long long n)
+// dst += s * src. As the host: s == 1 a plain add; float32 through double (the product of two floats is exact
+// there, so fused or not the result is the same); float64 and the half types with no fused multiply-add, which
+// the host (C11, no contraction) does not do either.
+extern "C" __global__ void tc_fsdp_k_add(void *dst, const void *src, int dt, double s, unsigned long long n)
 {
     if (dt == 1) {
         float *d = static_cast<float *>(dst);
         const float *a = static_cast<const float *>(src);
+        const double f = static_cast<float>(s);
         for (unsigned long long i = first(); i < n; i += stride())
-            d[i] += a[i];
+            d[i] = s == 1.0 ? d[i] + a[i] : static_cast<float>(__dadd_rn(d[i], __dmul_rn(f, a[i])));
     } else if (dt == 0) {
         double *d = static_cast<double *>(dst);
         const double *a = static_cast<const double *>(src);
         for (unsigned long long i = first(); i < n; i += stride())
-            d[i] += a[i];
+            d[i] = s == 1.0 ? d[i] + a[i] : __dadd_rn(d[i], __dmul_rn(s, a[i]));
     } else {
         for (unsigned long long i = first(); i < n; i += stride())
-            store(dst, i, dt, load(dst, i, dt) + load(src, i, dt));
+            store(dst, i, dt, __dadd_rn(load(dst, i, dt), __dmul_rn(s, load(src, i, dt))));
     }
 }

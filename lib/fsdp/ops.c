@@ -97,22 +97,24 @@ static tcomms_status_t host_scale(void *dev, void *buf, size_t n, tcomms_dtype_t
     return TCOMMS_SUCCESS;
 }
 
-static tcomms_status_t host_add(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype)
+/* dst += s * src, float32 through double (as kernels.cu, so both give the same bits). */
+static tcomms_status_t host_add(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype, double s)
 {
     (void)dev;
     if (dtype == TCOMMS_FLOAT32) {
         float *d = dst;
-        const float *s = src;
+        const float *a = src;
+        const double f = (float)s;
         for (size_t i = 0; i < n; i++)
-            d[i] += s[i];
+            d[i] = s == 1.0 ? d[i] + a[i] : (float)(d[i] + f * a[i]);
     } else if (dtype == TCOMMS_FLOAT64) {
         double *d = dst;
-        const double *s = src;
+        const double *a = src;
         for (size_t i = 0; i < n; i++)
-            d[i] += s[i];
+            d[i] = s == 1.0 ? d[i] + a[i] : d[i] + s * a[i];
     } else {
         for (size_t i = 0; i < n; i++)
-            store(dst, i, dtype, load(dst, i, dtype) + load(src, i, dtype));
+            store(dst, i, dtype, load(dst, i, dtype) + s * load(src, i, dtype));
     }
     return TCOMMS_SUCCESS;
 }
@@ -176,9 +178,9 @@ tcomms_status_t tc_fsdp_scale(tcomms_fsdp_t *rt, void *buf, size_t n, tcomms_dty
     return n && s != 1.0 ? checked(rt, rt->ops->scale(rt->dev, buf, n, dtype, s)) : TCOMMS_SUCCESS;
 }
 
-tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, const void *src, size_t n, tcomms_dtype_t dtype)
+tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, const void *src, size_t n, tcomms_dtype_t dtype, double s)
 {
-    return n ? checked(rt, rt->ops->add(rt->dev, dst, src, n, dtype)) : TCOMMS_SUCCESS;
+    return n ? checked(rt, rt->ops->add(rt->dev, dst, src, n, dtype, s)) : TCOMMS_SUCCESS;
 }
 
 tcomms_status_t tc_fsdp_copy(tcomms_fsdp_t *rt, void *dst, const void *src, size_t bytes)

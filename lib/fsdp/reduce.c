@@ -53,7 +53,7 @@ static tcomms_status_t complete_slot(tcomms_fsdp_t *rt, int si)
         tcomms_status_t st = tc_fsdp_wait(rt, &s->works[i]);
         if (st == TCOMMS_SUCCESS)
             st = tc_fsdp_add(rt, k->grad, tc_fsdp_at((char *)s->data + k->gslot_off, k->shard_off, md),
-                             k->shard_len, md);
+                             k->shard_len, md, rt->cfg.grad_scale);
         if (st != TCOMMS_SUCCESS)
             return st;
     }
@@ -108,7 +108,8 @@ static tcomms_status_t take_slot(tcomms_fsdp_t *rt, int unit, const char *fn)
     return TCOMMS_SUCCESS;
 }
 
-/* End of a unit's backward under ZeRO-2/3: scale its gradients and post their reduce-scatters. */
+/* End of a unit's backward under ZeRO-2/3: post its gradients' reduce-scatters (config->grad_scale is applied
+ * to the reduced block as complete_slot adds it into the main-grad shard: a pass over 1/S of the data, not all). */
 static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
 {
     tc_fsdp_unit_t *un = &rt->units[unit];
@@ -122,10 +123,8 @@ static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
         if (k->no_grad)
             continue;
         void *g = (char *)s->data + k->gslot_off;
-        tcomms_status_t st = tc_fsdp_scale(rt, g, k->padded, md, rt->cfg.grad_scale);
-        if (st == TCOMMS_SUCCESS)
-            st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD, un->buckets[i], g,
-                              k->shard_len, md, &s->works[i]);
+        tcomms_status_t st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD, un->buckets[i],
+                                          g, k->shard_len, md, &s->works[i]);
         if (st != TCOMMS_SUCCESS)
             return st;
     }
