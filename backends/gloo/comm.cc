@@ -315,6 +315,7 @@ void release(Comm *c)
 
 tcomms_status_t comm_create(const tcomms_backend_comm_args_t *args, void **bcomm)
 {
+    NoSigpipe no_sigpipe;
     return guard(args->core, "comm_create", [&]() -> tcomms_status_t {
         std::unique_ptr<Comm> c(new Comm());
         c->core = args->core;
@@ -345,6 +346,7 @@ tcomms_status_t comm_create(const tcomms_backend_comm_args_t *args, void **bcomm
 tcomms_status_t comm_destroy(void *bcomm)
 {
     Comm *c = static_cast<Comm *>(bcomm);
+    NoSigpipe no_sigpipe;
     return guard(c->core, "comm_destroy", [&]() -> tcomms_status_t {
         release(c);
         return TCOMMS_SUCCESS;

@@ -5,6 +5,10 @@
 
 #include <tcomms/backend.h>
 
+#include <csignal>
+#include <ctime>
+#include <pthread.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -25,6 +29,37 @@
 #pragma GCC visibility pop
 
 namespace tcg {
+
+/* Gloo writes to its sockets with writev, which raises SIGPIPE when the peer has closed: a library must not let
+ * that kill the process. While one of these lives, the calling thread blocks SIGPIPE, so the threads started
+ * meanwhile (Gloo's device loop, the communicator's worker, which do the writing) keep it blocked for good, and a
+ * SIGPIPE raised by the calling thread itself is consumed before its mask comes back. */
+class NoSigpipe {
+public:
+    NoSigpipe()
+    {
+        sigemptyset(&pipe_);
+        sigaddset(&pipe_, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+        sigset_t p;
+        was_pending_ = sigpending(&p) == 0 && sigismember(&p, SIGPIPE);
+    }
+    ~NoSigpipe()
+    {
+        sigset_t p;
+        if (!was_pending_ && sigpending(&p) == 0 && sigismember(&p, SIGPIPE)) {
+            const struct timespec zero = {0, 0};
+            sigtimedwait(&pipe_, nullptr, &zero);
+        }
+        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+    NoSigpipe(const NoSigpipe &) = delete;
+    NoSigpipe &operator=(const NoSigpipe &) = delete;
+
+private:
+    sigset_t pipe_, old_;
+    bool was_pending_;
+};
 
 /* An error raised inside the shim with the status it maps to. keep_message: the core already set the thread's
  * message (a failed core->store_* call in the caller's thread), so the boundary must not overwrite it. */

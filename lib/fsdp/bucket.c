@@ -35,6 +35,8 @@ static int bucket_of(tcomms_fsdp_t *rt, const tc_fsdp_param_t *p, int *cap)
     k->dtype = p->dtype;
     k->domain = domain;
     k->no_grad = no_grad;
+    k->grad_fresh = 1; /* allocated zeroed */
+    k->direct_slot = -1;
     return rt->nbuckets++;
 }
 

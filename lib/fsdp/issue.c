@@ -70,8 +70,9 @@ static void note(tcomms_fsdp_t *rt, int domain, tc_fsdp_on_t on, tc_fsdp_coll_t 
     }
 }
 
-tcomms_status_t tc_fsdp_post(tcomms_fsdp_t *rt, tc_fsdp_coll_t coll, int domain, tc_fsdp_on_t on, int bucket,
-                             void *buf, size_t count, tcomms_dtype_t dtype, tcomms_work_t **work)
+static tcomms_status_t post(tcomms_fsdp_t *rt, tc_fsdp_coll_t coll, int domain, tc_fsdp_on_t on, int bucket,
+                            void *buf, void *out, size_t count, tcomms_dtype_t dtype, tcomms_op_t op,
+                            tcomms_work_t **work)
 {
     *work = NULL;
     const tc_fsdp_domain_t *d = &rt->dom[domain];
@@ -83,20 +84,33 @@ tcomms_status_t tc_fsdp_post(tcomms_fsdp_t *rt, tc_fsdp_coll_t coll, int domain,
     size_t esize = tcomms_dtype_size(dtype);
     note(rt, domain, on, coll, bucket, count * esize * (coll == TC_FSDP_ALL_REDUCE ? 1 : (size_t)size));
     const tcomms_op_opts_t *o = &rt->opts; /* on a GPU: the caller's stream, so the result is ordered on it */
-    void *mine = (char *)buf + (size_t)rank * count * esize;
+    void *mine = out != NULL ? out : (char *)buf + (size_t)rank * count * esize;
     tcomms_status_t st;
     if (coll == TC_FSDP_ALL_GATHER)
         st = tcomms_all_gather(c, mine, buf, count, dtype, o, work);
     else if (coll == TC_FSDP_REDUCE_SCATTER)
-        st = tcomms_reduce_scatter(c, buf, mine, count, dtype, TCOMMS_SUM, o, work);
+        st = tcomms_reduce_scatter(c, buf, mine, count, dtype, op, o, work);
     else
-        st = tcomms_all_reduce(c, buf, buf, count, dtype, TCOMMS_SUM, o, work);
+        st = tcomms_all_reduce(c, buf, buf, count, dtype, op, o, work);
     if (st != TCOMMS_SUCCESS) {
         *work = NULL;
         return tc_fsdp_fail(rt, tc_error_prefix(st, "fsdp: %s of bucket %d on %s: ", coll_names[coll], bucket,
                                                 comm_name(rt, domain, on)));
     }
     return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tc_fsdp_post(tcomms_fsdp_t *rt, tc_fsdp_coll_t coll, int domain, tc_fsdp_on_t on, int bucket,
+                             void *buf, size_t count, tcomms_dtype_t dtype, tcomms_work_t **work)
+{
+    return post(rt, coll, domain, on, bucket, buf, NULL, count, dtype, TCOMMS_SUM, work);
+}
+
+tcomms_status_t tc_fsdp_post_scatter_into(tcomms_fsdp_t *rt, int domain, int bucket, const void *buf, void *out,
+                                          size_t count, tcomms_dtype_t dtype, tcomms_op_t op, tcomms_work_t **work)
+{
+    return post(rt, TC_FSDP_REDUCE_SCATTER, domain, TC_FSDP_ON_SHARD, bucket, (void *)buf, out, count, dtype, op,
+                work);
 }
 
 tcomms_status_t tc_fsdp_wait(tcomms_fsdp_t *rt, tcomms_work_t **work)

@@ -51,7 +51,9 @@ static tcomms_status_t complete_slot(tcomms_fsdp_t *rt, int si)
         if (k->no_grad)
             continue;
         tcomms_status_t st = tc_fsdp_wait(rt, &s->works[i]);
-        if (st == TCOMMS_SUCCESS)
+        if (k->direct_slot == si) /* reduced straight into the main-grad shard, scale included */
+            k->direct_slot = -1;
+        else if (st == TCOMMS_SUCCESS)
             st = tc_fsdp_add(rt, k->grad, tc_fsdp_at((char *)s->data + k->gslot_off, k->shard_off, md),
                              k->shard_len, md, rt->cfg.grad_scale);
         if (st != TCOMMS_SUCCESS)
@@ -108,12 +110,27 @@ static tcomms_status_t take_slot(tcomms_fsdp_t *rt, int unit, const char *fn)
     return TCOMMS_SUCCESS;
 }
 
-/* End of a unit's backward under ZeRO-2/3: post its gradients' reduce-scatters (config->grad_scale is applied
- * to the reduced block as complete_slot adds it into the main-grad shard: a pass over 1/S of the data, not all). */
+/* The reduction that puts a bucket's first gradients of the step straight into its main-grad shard (which holds
+ * zeros): SUM where grad_scale is 1, AVG where it is 1/S; -1 (go through the slot and an add) otherwise. */
+static int direct_op(const tcomms_fsdp_t *rt, const tc_fsdp_bucket_t *k)
+{
+    int size = rt->dom[k->domain].shard_size;
+    if (!k->grad_fresh || size < 2 || rt->dom[k->domain].shard == NULL)
+        return -1;
+    if (rt->cfg.grad_scale == 1.0)
+        return TCOMMS_SUM;
+    return rt->cfg.grad_scale == 1.0 / size ? TCOMMS_AVG : -1;
+}
+
+/* End of a unit's backward under ZeRO-2/3: post its gradients' reduce-scatters. config->grad_scale is applied to
+ * the reduced block as complete_slot adds it into the main-grad shard (a pass over 1/S of the data, not all of
+ * it); a bucket's first gradients of the step are reduced straight into the shard where the scale is a SUM or
+ * an AVG, with no add at all. */
 static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
 {
     tc_fsdp_unit_t *un = &rt->units[unit];
-    tc_fsdp_buf_t *s = &rt->gslots[un->slot];
+    int si = un->slot;
+    tc_fsdp_buf_t *s = &rt->gslots[si];
     tcomms_dtype_t md = rt->cfg.main_dtype;
     un->slot = -1;
     s->state = TC_FSDP_READY;
@@ -123,8 +140,17 @@ static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
         if (k->no_grad)
             continue;
         void *g = (char *)s->data + k->gslot_off;
-        tcomms_status_t st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD, un->buckets[i],
-                                          g, k->shard_len, md, &s->works[i]);
+        int op = direct_op(rt, k);
+        tcomms_status_t st;
+        if (op >= 0) {
+            st = tc_fsdp_post_scatter_into(rt, k->domain, un->buckets[i], g, k->grad, k->shard_len, md,
+                                           (tcomms_op_t)op, &s->works[i]);
+            k->direct_slot = si;
+        } else {
+            st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD, un->buckets[i], g,
+                              k->shard_len, md, &s->works[i]);
+        }
+        k->grad_fresh = 0;
         if (st != TCOMMS_SUCCESS)
             return st;
     }
@@ -200,6 +226,7 @@ tcomms_status_t tcomms_fsdp_zero_grad(tcomms_fsdp_t *rt)
         tc_fsdp_bucket_t *k = &rt->buckets[b];
         if (!k->no_grad)
             st = tc_fsdp_zero(rt, k->grad, tc_fsdp_slots(rt) ? k->shard_len : k->padded, rt->cfg.main_dtype);
+        k->grad_fresh = 1;
     }
     if (st != TCOMMS_SUCCESS)
         return st;

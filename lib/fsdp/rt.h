@@ -58,6 +58,8 @@ typedef struct tc_fsdp_bucket {
     size_t ubuf_off, gslot_off;    /* bytes into a unit buffer (ZeRO-3) / a gradient slot (ZeRO-2/3) */
     tcomms_work_t *red_work;       /* the last microbatch's reduction on the shard communicator (ZeRO-0/1) */
     tcomms_work_t *outer_work;     /* the HSDP all-reduce or hybrid reduce-scatter over inter */
+    int grad_fresh;                /* ZeRO-2/3: `grad` is zero and nothing was added since (zero_grad) */
+    int direct_slot;               /* the slot whose reduce-scatter writes straight into `grad`, or -1 */
 } tc_fsdp_bucket_t;
 
 typedef struct tc_fsdp_unit {
@@ -186,6 +188,9 @@ int tc_fsdp_pending(const tcomms_fsdp_t *rt);
  * for an all-reduce), recording it; *work stays NULL when the communicator has one rank (nothing to do). */
 tcomms_status_t tc_fsdp_post(tcomms_fsdp_t *rt, tc_fsdp_coll_t coll, int domain, tc_fsdp_on_t on, int bucket,
                              void *buf, size_t count, tcomms_dtype_t dtype, tcomms_work_t **work);
+/* A reduce-scatter over the shard communicator out of place: `buf`'s blocks reduced with `op` into `out`. */
+tcomms_status_t tc_fsdp_post_scatter_into(tcomms_fsdp_t *rt, int domain, int bucket, const void *buf, void *out,
+                                          size_t count, tcomms_dtype_t dtype, tcomms_op_t op, tcomms_work_t **work);
 /* Wait for *work (NULL: done) within the configured timeout and free it. A failure marks the runtime failed; a
  * timeout keeps the handle, as the operation may still write its buffer. */
 tcomms_status_t tc_fsdp_wait(tcomms_fsdp_t *rt, tcomms_work_t **work);
