@@ -16,5 +16,8 @@ bench_fsdp_bench_SOURCES = bench/fsdp_bench.cu bench/fsdp_kernels.cuh bench/fsdp
 nodist_EXTRA_bench_fsdp_bench_SOURCES = bench/fsdp_link.cxx
 bench_fsdp_bench_LDFLAGS = -no-install
 bench_fsdp_bench_LDADD = lib/libtcomms.la $(CUDA_LDFLAGS) -lcublas -lcudart
+# The .cu.o rule (Makefile.am) tracks no headers: name them, or an edited header leaves a stale object.
+bench/fsdp_bench.$(OBJEXT): $(srcdir)/bench/fsdp_kernels.cuh $(srcdir)/bench/fsdp_opts.cuh \
+	$(srcdir)/bench/fsdp_timeline.cuh $(top_srcdir)/include/tcomms/tcomms.h $(top_srcdir)/include/tcomms/fsdp.h
 endif
 endif

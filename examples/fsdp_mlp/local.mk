@@ -25,6 +25,8 @@ examples_fsdp_mlp_fsdp_mlp_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 examples_fsdp_mlp_fsdp_mlp_cuda_LDFLAGS = -no-install
 examples_fsdp_mlp_fsdp_mlp_cuda_LDADD = examples/fsdp_mlp/libfsdpmlp.la lib/libtcomms.la $(CUDA_LDFLAGS) \
 	-lcublas -lcudart -lstdc++ -lm
+# The .cu.o rule (Makefile.am) tracks no headers: name them.
+examples/fsdp_mlp/cuda_model.$(OBJEXT): $(srcdir)/examples/fsdp_mlp/cuda_model.h $(srcdir)/examples/fsdp_mlp/model.h
 endif
 endif
 # Sharded against the reference on GPUs; without a GPU or without the program it exits 77 (skipped).
