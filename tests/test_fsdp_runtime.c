@@ -584,6 +584,15 @@ static int mismatch_case(const env_t *e, const char *what)
     BAD(tcomms_fsdp_finalize(f, e->layout), "configuration differs across ranks: hash 0x");
     if (strstr(tcomms_last_error(), " seen") == NULL)
         fails += mrank_failf("FAIL %s: mismatch message lacks the hashes seen: %s", what, tcomms_last_error());
+    /* config->windows decides collective registrations on a GPU: ranks that differ fail alike. */
+    tcomms_fsdp_destroy(f);
+    f = NULL;
+    tcomms_fsdp_config_t c = {0};
+    c.windows = e->rank == 1 ? -1 : 0;
+    shape[1] = 17;
+    CALL(tcomms_fsdp_create(&e->groups, &c, &f));
+    CALL(tcomms_fsdp_register_param(f, "w", shape, 2, TCOMMS_FLOAT32, 0, 0, NULL));
+    BAD(tcomms_fsdp_finalize(f, e->layout), "configuration differs across ranks");
 out:
     tcomms_fsdp_destroy(f);
     return fails;
