@@ -482,9 +482,9 @@ static int concurrency_probe(bench_t *b)
             if (pass > 0 && ms < best[kind]) best[kind] = ms;
         }
     if (b->rank == 0)
-        printf("fsdp_bench concurrency%s: %d GEMMs %.3f ms, %d all_gathers of %.1f MiB %.3f ms, both %.3f ms (sum %.3f, "
-               "larger %.3f)\n", b->o.window ? " (window)" : "", N, best[0], N, (double)wbytes / (1 << 20), best[1],
-               best[2], best[0] + best[1], best[0] > best[1] ? best[0] : best[1]);
+        printf("fsdp_bench concurrency%s: %d GEMMs %.3f ms, %d all_gathers of %.1f MiB %.3f ms, both %.3f ms "
+               "(sum %.3f, larger %.3f)\n", b->o.window ? " (window)" : "", N, best[0], N,
+               (double)wbytes / (1 << 20), best[1], best[2], best[0] + best[1], best[0] > best[1] ? best[0] : best[1]);
     fflush(stdout);
     cudaEventDestroy(ev[0]);
     cudaEventDestroy(ev[1]);

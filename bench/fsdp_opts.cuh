@@ -39,7 +39,8 @@ static void usage(FILE *f)
           "  --sm-margin N   SMs the GEMMs leave to the collectives (0: cuBLAS takes them all)\n"
           "  --timeline      then one full step with per-layer events: the stall before each layer's compute\n"
           "  --concurrency   then 8 GEMMs and 8 all_gathers of one layer, alone and together (no runtime)\n"
-          "  --window        the --concurrency all_gathers use a symmetric window (with NCCL_CTA_POLICY=2: copy engines)\n"
+          "  --window        the --concurrency all_gathers use a symmetric window\n"
+          "                  (with NCCL_CTA_POLICY=2: on the copy engines)\n"
           "  --no-windows    the runtime's unit buffers and gradient slots in plain device memory (config.windows -1)\n"
           "Prints one line per mode and, with all three, the overlap (compute + comm - full) / comm in [0, 1].\n"
           "Exit 77 without a GPU.\n",
