@@ -67,8 +67,8 @@ void bench_report_begin(bench_report_t *r, const bench_coll_t *coll)
     r->block_bw = 0, r->block_n = 0, r->block_wrong = 0;
     printf("# Collective test starting: %s_perf\n", coll->name);
     printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: 1 validation: %d "
-           "graph: 0\n#\n", o->minbytes, o->maxbytes, o->stepfactor > 1 ? o->stepfactor : o->stepbytes,
-           o->stepfactor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check);
+           "graph: %d\n#\n", o->minbytes, o->maxbytes, o->stepfactor > 1 ? o->stepfactor : o->stepbytes,
+           o->stepfactor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check, o->graph);
     printf("#                                                              out-of-place                       in-place\n"
            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n"
            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n");

@@ -89,6 +89,10 @@ nccl_report() {
     echo "- NCCL: nccl_bench ran on ${ncclver:-an unknown version}; tcomms' NCCL module loads ${modnccl:-libnccl.so.2 (not resolved here)}${torchver:+; torch $torchver brings its own}"
     echo "- sizes $minb to $maxb (factor $factor), $dtype, -z $blocking, $iters iterations after $warmup warm-ups,"
     echo "  median of $runs interleaved round(s); out-of-place times; NVLink SHARP as the machine sets it (NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset})"
+    if [ "$graph" -gt 0 ]; then
+        echo "- -G $graph: each size's $iters iterations captured once in a CUDA graph, $graph replays timed: GPU time per"
+        echo "  call, without the host's cost of launching it"
+    fi
     if [ "$checked" = 1 ]; then
         echo "- checked runs (-c 1, up to $checkmax): see the status below; timed rounds ran with -c 0"
     fi

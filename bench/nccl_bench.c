@@ -138,6 +138,30 @@ static void agree(nb_t *b, void *v, ncclDataType_t t, ncclRedOp_t op)
     copy(b, v, b->scratch, 8, cudaMemcpyDeviceToHost);
 }
 
+/* -G: the -n iterations captured once, then microseconds per call over -G replays, as tcomms-perf -G times them
+ * (the first replay's upload included; no synchronize inside). */
+static double timed_graph(nb_t *b, int ip)
+{
+    const bench_opts_t *o = b->c.o;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    CK(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < o->iters; i++)
+        run(b, ip);
+    CK(cudaStreamEndCapture(b->st, &g));
+    CK(cudaGraphInstantiate(&x, g, 0));
+    double sync = 0;
+    agree(b, &sync, ncclFloat64, ncclSum);
+    double t0 = now_us();
+    for (int k = 0; k < o->graph; k++)
+        CK(cudaGraphLaunch(x, b->st));
+    CK(cudaStreamSynchronize(b->st));
+    double us = (now_us() - t0) / ((double)o->iters * o->graph);
+    CK(cudaGraphExecDestroy(x));
+    CK(cudaGraphDestroy(g));
+    return us;
+}
+
 /* Microseconds per call on this rank, wall clock from a barrier to the end of the stream's work. */
 static double timed(nb_t *b, int ip)
 {
@@ -146,6 +170,8 @@ static double timed(nb_t *b, int ip)
         run(b, ip);
     CK(cudaStreamSynchronize(b->st));
     double sync = 0;
+    if (o->graph > 0)
+        return timed_graph(b, ip);
     agree(b, &sync, ncclFloat64, ncclSum);
     double t0 = now_us();
     for (int i = 0; i < o->iters; i++) {

@@ -77,7 +77,8 @@ static uint64_t now_ms(void)
 #define SERVER_ID_KEY "tcomms/server"
 
 /* Connect to the built-in store and make sure the server is this incarnation's: a rank that finished the previous
- * root communicator faster than rank 0 could otherwise reach rank 0's old server, still listening on the port. */
+ * root communicator faster than rank 0 could otherwise reach rank 0's old server, still listening on the port.
+ * That old server may also stop while this connection waits in its backlog, which resets it: retried too. */
 static tcomms_status_t connect_store(tcomms_comm_t *comm, int port, const char *id, tc_store_ref_t *ref)
 {
     const char *token = getenv("TCOMMS_STORE_TOKEN");
@@ -89,6 +90,11 @@ static tcomms_status_t connect_store(tcomms_comm_t *comm, int port, const char *
                             comm->master_addr, port, id, comm->timeout_ms);
         tcomms_status_t st =
             tc_store_connect(comm->master_addr, port, token, (uint32_t)(deadline - now), &ref->store);
+        if (st == TCOMMS_ERR_REMOTE) {
+            tc_log(TCOMMS_LOG_DEBUG, "store", "%s:%d: %s; retrying", comm->master_addr, port, tcomms_last_error());
+            sleep_ms(backoff);
+            continue;
+        }
         if (st != TCOMMS_SUCCESS)
             return st;
         if (ref->server != NULL)

@@ -1,6 +1,7 @@
 # Multi-rank suites: every collective on every CPU backend named by TCOMMS_TEST_BACKENDS (test_coll), splits and
 # leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
-# $TCOMMS_RUN). They use only the public API and share the fork harness and reference in tests/libmrank.la.
+# $TCOMMS_RUN), a reset store connection at creation (test_store_reset). They use only the public API and share
+# the fork harness and reference in tests/libmrank.la.
 # make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
 mrank_cppflags = $(AM_CPPFLAGS)
@@ -13,7 +14,7 @@ tests_libmrank_la_SOURCES = tests/mrank.c tests/mrank.h tests/mrank_world.c test
 tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
 tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
-mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death
+mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -38,6 +39,11 @@ tests_test_peer_death_SOURCES = tests/test_peer_death.c
 tests_test_peer_death_CPPFLAGS = $(AM_CPPFLAGS) -DPEER_DEATH_PROG='"$(abs_top_builddir)/tests/peer_death_prog"'
 tests_test_peer_death_CFLAGS = $(mrank_cflags)
 tests_test_peer_death_LDADD = $(mrank_ldadd)
+
+tests_test_store_reset_SOURCES = tests/test_store_reset.c
+tests_test_store_reset_CPPFLAGS = $(mrank_cppflags)
+tests_test_store_reset_CFLAGS = $(mrank_cflags)
+tests_test_store_reset_LDADD = $(mrank_ldadd)
 
 tests_peer_death_prog_SOURCES = tests/peer_death_prog.c
 tests_peer_death_prog_CPPFLAGS = $(mrank_cppflags)

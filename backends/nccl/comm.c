@@ -166,6 +166,18 @@ static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_
     return TCOMMS_SUCCESS;
 }
 
+#if TCN_HAS_SPLIT
+/* After a failed ncclCommSplit, peers may still wait inside theirs for this rank (a ring exchange over the parent's
+ * connections passes a dead rank's loss on only to its neighbour). Aborting the parent closes those connections, so
+ * each of them fails in turn instead of waiting; the parent's later calls return TCOMMS_ERR_ABORTED. */
+static tcomms_status_t split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResult_t r)
+{
+    tcn_comm_fail(p, st, NULL, 0, "ncclCommSplit failed on this rank (%s)",
+                  r == ncclInProgress ? "not done by the timeout" : ncclGetErrorString(r));
+    return st;
+}
+#endif
+
 static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_backend_comm_args_t *args)
 {
 #if TCN_HAS_SPLIT
@@ -177,9 +189,11 @@ static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_bac
     }
     /* children of one split have disjoint member lists: the first member's parent rank tells them apart */
     ncclResult_t r = ncclCommSplit(p->nccl, args->parent_ranks[0], args->rank, &c->nccl, &c->cfg.nc);
-    tcomms_status_t st = created(c, c->nccl ? c->nccl : p->nccl, r, deadline, "ncclCommSplit");
+    if (r == ncclInProgress)
+        r = tcn_settle(c->nccl ? c->nccl : p->nccl, r, deadline);
+    tcomms_status_t st = created(c, NULL, r, deadline, "ncclCommSplit");
     pthread_mutex_unlock(&p->lock);
-    return st;
+    return st == TCOMMS_SUCCESS ? st : split_failed(p, st, r);
 #else
     (void)p;
     (void)args;
@@ -301,20 +315,21 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
     uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     pthread_mutex_lock(&p->lock);
     if (p->nccl == NULL || atomic_load(&p->failed)) {
-        st = tcn_comm_aborted(p, "split");
-    } else {
-        ncclComm_t none = NULL;
-        ncclResult_t r = ncclCommSplit(p->nccl, NCCL_SPLIT_NOCOLOR, p->rank, &none, &cfg.nc);
-        if (r == ncclInProgress)
-            r = tcn_settle(p->nccl, r, deadline);
-        if (r != ncclSuccess)
-            st = tcn_nccl_error(p, r, "ncclCommSplit (NCCL_SPLIT_NOCOLOR)");
-        if (none)
-            ncclCommDestroy(none); /* NCCL gives none to a NOCOLOR rank; never leak one if it did */
+        pthread_mutex_unlock(&p->lock);
+        tcn_device_leave(prev);
+        return tcn_comm_aborted(p, "split");
     }
+    ncclComm_t none = NULL;
+    ncclResult_t r = ncclCommSplit(p->nccl, NCCL_SPLIT_NOCOLOR, p->rank, &none, &cfg.nc);
+    if (r == ncclInProgress)
+        r = tcn_settle(p->nccl, r, deadline);
+    if (r != ncclSuccess)
+        st = tcn_nccl_error(p, r, "ncclCommSplit (NCCL_SPLIT_NOCOLOR)");
+    if (none)
+        ncclCommDestroy(none); /* NCCL gives none to a NOCOLOR rank; never leak one if it did */
     pthread_mutex_unlock(&p->lock);
     tcn_device_leave(prev);
-    return st;
+    return r == ncclSuccess ? st : split_failed(p, st, r);
 #else
     (void)parent;
     return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl '%s': split needs ncclCommSplit (NCCL 2.18)",

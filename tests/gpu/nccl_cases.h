@@ -1,5 +1,6 @@
 /* The rank functions of test_nccl (one per Check test, run in every forked rank) and the helpers they share.
- * nccl_cases.c: init, split, binding, mixed, groups, registration; nccl_streams.c: streams, graphs, timeouts. */
+ * nccl_cases.c: init, split, binding, mixed, groups, registration; nccl_streams.c: streams, graphs, timeouts;
+ * nccl_death.c: a rank lost inside ncclCommSplit. */
 #ifndef TESTS_GPU_NCCL_CASES_H
 #define TESTS_GPU_NCCL_CASES_H
 
@@ -43,5 +44,8 @@ int nt_registration(int rank, int size, void *arg);
 int nt_stream_semantics(int rank, int size, void *arg);
 int nt_graph_capture(int rank, int size, void *arg);
 int nt_peer_timeout(int rank, int size, void *arg);
+/* nccl_death.c: rank size-1 dies inside ncclCommSplit (run with mrank_run_ex, that rank expected killed). */
+int nt_split_death_member(int rank, int size, void *arg);
+int nt_split_death_nonmember(int rank, int size, void *arg);
 
 #endif

@@ -1,7 +1,8 @@
 /* NCCL backend behaviour on GPUs (issue 5), one forked rank per GPU (tests/mrank.c), 2 ranks and 4 when 4 GPUs are
  * visible: eager init and binding, split with hints, unbound parents, stream semantics of wait and synchronize,
  * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, grouped
- * send/recv, and buffer registration. Without 2 GPUs it exits 77 (skip) saying why. */
+ * send/recv, buffer registration, and a rank dying inside ncclCommSplit. Without 2 GPUs it exits 77 (skip) saying
+ * why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -108,6 +109,13 @@ static void run_job(mrank_fn_t fn, int i, const char *name)
     ck_assert_msg(failing == 0, "%s on %d ranks: %d rank(s) failed (see stderr)", name, sizes[i], failing);
 }
 
+/* As run_job, where the last rank kills itself (nccl_death.c). */
+static void run_job_losing_one(mrank_fn_t fn, int i, const char *name)
+{
+    int failing = mrank_run_ex(sizes[i], fn, NULL, JOB_TIMEOUT_S, 1u << (sizes[i] - 1));
+    ck_assert_msg(failing == 0, "%s on %d ranks: %d rank(s) failed (see stderr)", name, sizes[i], failing);
+}
+
 #define NCCL_TEST(name)                                                                                              \
     START_TEST(test_##name)                                                                                          \
     {                                                                                                                \
@@ -125,6 +133,18 @@ NCCL_TEST(peer_timeout)
 NCCL_TEST(mixed)
 NCCL_TEST(group_ring)
 NCCL_TEST(registration)
+
+START_TEST(test_split_death_member)
+{
+    run_job_losing_one(nt_split_death_member, _i, "split_death_member");
+}
+END_TEST
+
+START_TEST(test_split_death_nonmember)
+{
+    run_job_losing_one(nt_split_death_nonmember, _i, "split_death_nonmember");
+}
+END_TEST
 
 int main(void)
 {
@@ -156,6 +176,8 @@ int main(void)
     tcase_add_loop_test(tc, test_mixed, 0, nsizes);
     tcase_add_loop_test(tc, test_group_ring, 0, nsizes);
     tcase_add_loop_test(tc, test_registration, 0, nsizes);
+    tcase_add_loop_test(tc, test_split_death_member, 0, nsizes);
+    tcase_add_loop_test(tc, test_split_death_nonmember, 0, nsizes);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

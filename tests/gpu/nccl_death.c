@@ -1,0 +1,95 @@
+/* test_nccl's case of a rank lost inside ncclCommSplit, after the module's split vote (which cannot see it): the
+ * others must fail their split within the timeout and find the parent aborted, never wait. The test program defines
+ * ncclCommSplit itself and exports it (-export-dynamic), so the module's calls bind here ahead of libnccl's: the
+ * rank told to die kills itself here; every other call goes on to NCCL's own. */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+
+#include "../mrank.h"
+#include "gpu_util.h"
+#include "nccl_cases.h"
+
+#define DEATH_TIMEOUT_MS 5000u
+
+static int die_in_split; /* this rank kills itself on entering ncclCommSplit */
+
+/* NCCL's signature with its types as the ABI passes them (pointers, int), so nccl.h is not needed here. */
+typedef int (*split_fn_t)(void *comm, int color, int key, void **newcomm, void *config);
+
+int ncclCommSplit(void *comm, int color, int key, void **newcomm, void *config);
+int ncclCommSplit(void *comm, int color, int key, void **newcomm, void *config)
+{
+    static split_fn_t real;
+    if (die_in_split)
+        raise(SIGKILL);
+    if (real == NULL) {
+        void *lib = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+        void *sym = lib ? dlsym(lib, "ncclCommSplit") : NULL;
+        *(void **)&real = sym; /* POSIX: dlsym's object pointer holds the function's address */
+    }
+    return real ? real(comm, color, key, newcomm, config) : 3; /* 3: ncclInternalError */
+}
+
+/* The parent on every rank's GPU with a short timeout; rank size-1 (never rank 0, whose process serves the store)
+ * dies inside the split, as a member of it (`member`) or as its only non-member. Every survivor is a member:
+ * NCCL 2.28 itself crashes in a surviving non-member (its NCCL_SPLIT_NOCOLOR job has no communicator, and the
+ * failure path of NCCL's init writes the error into it: a NULL dereference), which no caller can prevent. */
+static int split_death(int rank, int size, int member)
+{
+    int victim = size - 1, ranks[8], n = member ? size : size - 1;
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT | TCOMMS_COMM_PARAM_DEVICE;
+    p.backend = "nccl";
+    p.timeout_ms = DEATH_TIMEOUT_MS;
+    p.device.type = TCOMMS_DEVICE_CUDA;
+    p.device.index = -1;
+    tcomms_comm_t *parent = NULL, *child = NULL;
+    if (gpu_bind(rank % gpu_count) || nt_expect(tcomms_comm_create(&p, &parent), TCOMMS_SUCCESS, rank, "create"))
+        return 1;
+    int fails = nt_all_reduce_check(parent, rank, size, 256, "parent all_reduce before the split");
+    for (int k = 0; k < n; k++)
+        ranks[k] = k;
+    die_in_split = rank == victim;
+    double t0 = mrank_now();
+    tcomms_status_t st = tcomms_comm_split(parent, ranks, rank < n ? n : 0, "orphan", NULL, &child);
+    double took = mrank_now() - t0, bound = 2.0 * DEATH_TIMEOUT_MS / 1000 + 5;
+    if (rank == victim)
+        return 1 + mrank_failf("FAIL rank %d: was to die inside ncclCommSplit, but the split returned %s (the "
+                               "test's ncclCommSplit was not the one the module called)", rank, tcomms_strerror(st));
+    const char *who = member ? "split with a member lost inside it" : "split with its non-member lost inside it";
+    if (st == TCOMMS_SUCCESS)
+        fails += mrank_failf("FAIL rank %d: %s: succeeded", rank, who);
+    else
+        mrank_logf("test_nccl split_death rank %d (%s lost): %s after %.2f s: %s", rank,
+                   member ? "member" : "non-member", tcomms_strerror(st), took, tcomms_last_error());
+    if (child)
+        fails += mrank_failf("FAIL rank %d: %s: got a communicator", rank, who);
+    if (took > bound)
+        fails += mrank_failf("FAIL rank %d: %s: took %.1f s, more than %.0f s", rank, who, took, bound);
+    float *d = NULL;
+    if (gpu_alloc_f32(&d, 16))
+        return fails + 1;
+    t0 = mrank_now();
+    fails += nt_expect(tcomms_all_reduce(parent, d, d, 16, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL),
+                       TCOMMS_ERR_ABORTED, rank, "parent all_reduce after the failed split");
+    fails += nt_destroy(parent, rank);
+    if (mrank_now() - t0 > bound)
+        fails += mrank_failf("FAIL rank %d: all_reduce and destroy of the aborted parent took %.1f s", rank,
+                             mrank_now() - t0);
+    CU(cudaFree(d));
+    return fails;
+}
+
+int nt_split_death_member(int rank, int size, void *arg)
+{
+    (void)arg;
+    return split_death(rank, size, 1);
+}
+
+int nt_split_death_nonmember(int rank, int size, void *arg)
+{
+    (void)arg;
+    return split_death(rank, size, 0);
+}
