@@ -176,6 +176,23 @@ static tcomms_status_t split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResul
                   r == ncclInProgress ? "not done by the timeout" : ncclGetErrorString(r));
     return st;
 }
+
+/* A non-blocking ncclCommSplit returns (ncclSuccess or ncclInProgress) before the child exists: NCCL's init job
+ * stores it into *child when it ends, failed or not. Wait for it up to the deadline, then for the child's state and,
+ * when the parent is non-blocking too, for the parent's (busy until the job is collected). */
+static ncclResult_t settle_child(ncclComm_t *child, const tcn_comm_t *p, uint64_t deadline)
+{
+    for (unsigned round = 0;; round++) {
+        ncclComm_t made = __atomic_load_n(child, __ATOMIC_ACQUIRE);
+        if (made != NULL) {
+            ncclResult_t r = tcn_settle(made, ncclInProgress, deadline);
+            return r == ncclSuccess && p->nonblocking ? tcn_settle(p->nccl, ncclInProgress, deadline) : r;
+        }
+        if (tcn_now_ns() >= deadline)
+            return ncclInProgress;
+        tcn_backoff(round + 256);
+    }
+}
 #endif
 
 static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_backend_comm_args_t *args)
@@ -189,11 +206,21 @@ static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_bac
     }
     /* children of one split have disjoint member lists: the first member's parent rank tells them apart */
     ncclResult_t r = ncclCommSplit(p->nccl, args->parent_ranks[0], args->rank, &c->nccl, &c->cfg.nc);
-    if (r == ncclInProgress)
-        r = tcn_settle(c->nccl ? c->nccl : p->nccl, r, deadline);
+    if (r == ncclInProgress || (r == ncclSuccess && c->nccl == NULL))
+        r = settle_child(&c->nccl, p, deadline);
     tcomms_status_t st = created(c, NULL, r, deadline, "ncclCommSplit");
     pthread_mutex_unlock(&p->lock);
-    return st == TCOMMS_SUCCESS ? st : split_failed(p, st, r);
+    if (st == TCOMMS_SUCCESS)
+        return st;
+    split_failed(p, st, r);
+    if (r == ncclInProgress) {
+        /* Aborting the parent ends the child's init job, which then stores the child: abort that too. */
+        uint64_t grace = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+        if (settle_child(&c->nccl, p, grace) == ncclInProgress && c->nccl == NULL)
+            c->orphan = 1;
+        abandon(c);
+    }
+    return st;
 #else
     (void)p;
     (void)args;
@@ -289,6 +316,12 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
         st = barrier(c);
     if (st == TCOMMS_SUCCESS)
         st = tcn_watch_add(c, watch_ms);
+    if (st != TCOMMS_SUCCESS && c->orphan) {
+        tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: NCCL never ended the aborted split's init job; its "
+                      "record is left allocated for it", c->name, c->rank);
+        tcn_device_leave(prev);
+        return st;
+    }
     if (st != TCOMMS_SUCCESS) {
         abandon(c);
         release_resources(c);
@@ -321,8 +354,8 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
     }
     ncclComm_t none = NULL;
     ncclResult_t r = ncclCommSplit(p->nccl, NCCL_SPLIT_NOCOLOR, p->rank, &none, &cfg.nc);
-    if (r == ncclInProgress)
-        r = tcn_settle(p->nccl, r, deadline);
+    if (r == ncclInProgress || (r == ncclSuccess && p->nonblocking)) /* the job may still run: see settle_child */
+        r = tcn_settle(p->nccl, ncclInProgress, deadline);
     if (r != ncclSuccess)
         st = tcn_nccl_error(p, r, "ncclCommSplit (NCCL_SPLIT_NOCOLOR)");
     if (none)

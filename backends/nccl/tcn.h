@@ -113,6 +113,7 @@ struct tcn_comm {
     int rank, size, device;
     ncclComm_t nccl;            /* NULL once aborted or destroyed */
     int nonblocking;            /* NCCL calls on it may return ncclInProgress */
+    int orphan;                 /* a split's init job NCCL never ended may still store into `nccl`: never freed */
     cudaStream_t stream;        /* internal stream for operations that return a handle */
     int prio, prio_greatest, prio_least;
     void *one;                  /* a small device buffer for barriers */

@@ -44,8 +44,10 @@ int nt_registration(int rank, int size, void *arg);
 int nt_stream_semantics(int rank, int size, void *arg);
 int nt_graph_capture(int rank, int size, void *arg);
 int nt_peer_timeout(int rank, int size, void *arg);
-/* nccl_death.c: rank size-1 dies inside ncclCommSplit (run with mrank_run_ex, that rank expected killed). */
+/* nccl_death.c: rank size-1 dies inside ncclCommSplit (run with mrank_run_ex, that rank expected killed), or
+ * stalls there past the timeout (split_stall, blocking=0). */
 int nt_split_death_member(int rank, int size, void *arg);
 int nt_split_death_nonmember(int rank, int size, void *arg);
+int nt_split_stall(int rank, int size, void *arg);
 
 #endif

@@ -1,7 +1,8 @@
-/* test_nccl's case of a rank lost inside ncclCommSplit, after the module's split vote (which cannot see it): the
- * others must fail their split within the timeout and find the parent aborted, never wait. The test program defines
- * ncclCommSplit itself and exports it (-export-dynamic), so the module's calls bind here ahead of libnccl's: the
- * rank told to die kills itself here; every other call goes on to NCCL's own. */
+/* test_nccl's cases of a rank lost inside ncclCommSplit, after the module's split vote (which cannot see it): the
+ * others must fail their split within the timeout and find the parent aborted, never wait. The rank dies, or (with
+ * blocking=0 communicators, the only way NCCL's split can be polled) stalls past the timeout. The test program
+ * defines ncclCommSplit itself and exports it (-export-dynamic), so the module's calls bind here ahead of
+ * libnccl's: the chosen rank dies or sleeps here; every call then goes on to NCCL's own. */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -13,7 +14,8 @@
 
 #define DEATH_TIMEOUT_MS 5000u
 
-static int die_in_split; /* this rank kills itself on entering ncclCommSplit */
+static int die_in_split;   /* this rank kills itself on entering ncclCommSplit */
+static int stall_in_split; /* milliseconds this rank sleeps on entering it */
 
 /* NCCL's signature with its types as the ABI passes them (pointers, int), so nccl.h is not needed here. */
 typedef int (*split_fn_t)(void *comm, int color, int key, void **newcomm, void *config);
@@ -24,6 +26,8 @@ int ncclCommSplit(void *comm, int color, int key, void **newcomm, void *config)
     static split_fn_t real;
     if (die_in_split)
         raise(SIGKILL);
+    if (stall_in_split > 0)
+        mrank_sleep_ms(stall_in_split);
     if (real == NULL) {
         void *lib = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
         void *sym = lib ? dlsym(lib, "ncclCommSplit") : NULL;
@@ -80,6 +84,75 @@ static int split_death(int rank, int size, int member)
                              mrank_now() - t0);
     CU(cudaFree(d));
     return fails;
+}
+
+static tcomms_hints_t *nonblocking(void)
+{
+    tcomms_hints_t *h = NULL;
+    if (tcomms_hints_create(&h) != TCOMMS_SUCCESS || tcomms_hints_set(h, "blocking", "0") != TCOMMS_SUCCESS) {
+        tcomms_hints_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* blocking=0 parent and child. First a split that works (NCCL hands out the child only when its init job ends),
+ * then one where rank size-1 sleeps inside ncclCommSplit until 3 s past the timeout: the others' split must end in
+ * TIMEOUT at about the timeout, the sleeper's in an error once it wakes (the others have aborted), and every parent
+ * must then be aborted. */
+int nt_split_stall(int rank, int size, void *arg)
+{
+    (void)arg;
+    int victim = size - 1, ranks[8];
+    tcomms_hints_t *h = nonblocking();
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT | TCOMMS_COMM_PARAM_DEVICE |
+                   TCOMMS_COMM_PARAM_HINTS;
+    p.backend = "nccl";
+    p.timeout_ms = DEATH_TIMEOUT_MS;
+    p.device.type = TCOMMS_DEVICE_CUDA;
+    p.device.index = -1;
+    p.hints = h;
+    tcomms_comm_t *parent = NULL, *child = NULL;
+    if (h == NULL || gpu_bind(rank % gpu_count) ||
+        nt_expect(tcomms_comm_create(&p, &parent), TCOMMS_SUCCESS, rank, "create (blocking=0)")) {
+        tcomms_hints_free(h);
+        return 1;
+    }
+    int fails = nt_all_reduce_check(parent, rank, size, 256, "blocking=0 parent all_reduce before the split");
+    for (int k = 0; k < size; k++)
+        ranks[k] = k;
+    if (nt_expect(tcomms_comm_split(parent, ranks, size, "nonblocking", h, &child), TCOMMS_SUCCESS, rank,
+                  "split with blocking=0") == 0) {
+        fails += nt_all_reduce_check(child, rank, size, 256, "blocking=0 child all_reduce");
+        fails += nt_all_reduce_check(parent, rank, size, 256, "blocking=0 parent all_reduce after the split");
+        fails += nt_destroy(child, rank);
+    } else {
+        fails++;
+    }
+    child = NULL;
+    stall_in_split = rank == victim ? (int)DEATH_TIMEOUT_MS + 3000 : 0;
+    double t0 = mrank_now();
+    tcomms_status_t st = tcomms_comm_split(parent, ranks, size, "stalled", h, &child);
+    double took = mrank_now() - t0, timeout = DEATH_TIMEOUT_MS / 1000.0;
+    tcomms_hints_free(h);
+    mrank_logf("test_nccl split_stall rank %d%s: %s after %.2f s: %s", rank, rank == victim ? " (slept)" : "",
+               tcomms_strerror(st), took, st == TCOMMS_SUCCESS ? "" : tcomms_last_error());
+    if (rank != victim && st != TCOMMS_ERR_TIMEOUT)
+        fails += nt_expect(st, TCOMMS_ERR_TIMEOUT, rank, "split with a rank stalled inside it");
+    if (rank == victim && st == TCOMMS_SUCCESS)
+        fails += mrank_failf("FAIL rank %d: the split succeeded after the others gave up", rank);
+    if (child)
+        fails += mrank_failf("FAIL rank %d: split_stall: got a communicator", rank) + nt_destroy(child, rank);
+    if (took > 2 * timeout + 5 || (rank != victim && took < timeout - 0.5))
+        fails += mrank_failf("FAIL rank %d: split_stall: ended after %.1f s (timeout %.0f s)", rank, took, timeout);
+    float *d = NULL;
+    if (gpu_alloc_f32(&d, 16))
+        return fails + 1;
+    fails += nt_expect(tcomms_all_reduce(parent, d, d, 16, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL),
+                       TCOMMS_ERR_ABORTED, rank, "parent all_reduce after the stalled split");
+    CU(cudaFree(d));
+    return fails + nt_destroy(parent, rank);
 }
 
 int nt_split_death_member(int rank, int size, void *arg)

@@ -133,6 +133,7 @@ NCCL_TEST(peer_timeout)
 NCCL_TEST(mixed)
 NCCL_TEST(group_ring)
 NCCL_TEST(registration)
+NCCL_TEST(split_stall)
 
 START_TEST(test_split_death_member)
 {
@@ -178,6 +179,7 @@ int main(void)
     tcase_add_loop_test(tc, test_registration, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_member, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_nonmember, 0, nsizes);
+    tcase_add_loop_test(tc, test_split_stall, 0, nsizes);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
