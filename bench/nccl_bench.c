@@ -169,9 +169,9 @@ static double timed(nb_t *b, int ip)
     for (int i = 0; i < o->warmup; i++)
         run(b, ip);
     CK(cudaStreamSynchronize(b->st));
-    double sync = 0;
     if (o->graph > 0)
         return timed_graph(b, ip);
+    double sync = 0;
     agree(b, &sync, ncclFloat64, ncclSum);
     double t0 = now_us();
     for (int i = 0; i < o->iters; i++) {
