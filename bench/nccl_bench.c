@@ -1,5 +1,6 @@
 /* nccl_bench: the raw-NCCL reference of bench/compare-nccl. It runs tcomms-perf's collectives through NCCL's own
- * calls (grouped ncclSend/ncclRecv, ncclBroadcast or ncclReduce where NCCL has no such collective) on cudaMalloc'd
+ * calls (ncclAlltoAll, ncclGather, ncclScatter from NCCL 2.28 on; grouped ncclSend/ncclRecv, ncclBroadcast or
+ * ncclReduce where NCCL has no such collective) on cudaMalloc'd
  * buffers (NCCL's default path; -R 1|2: ncclMemAlloc'd and registered, as nccl-tests' -R), one process per GPU
  * forked from this one (-g N) over a unique id made before the fork, and prints tcomms-perf's table and JSON with
  * backend "nccl-raw". compare-nccl builds it with gcc against CUDA and NCCL. */
@@ -84,6 +85,11 @@ static void run(nb_t *b, int ip)
     case B_REDUCE_SCATTER: NK(ncclReduceScatter(s, r, count, t, b->op, w, st)); break;
     case B_BROADCAST: NK(ncclBroadcast(r, r, count, t, root, w, st)); break; /* one buffer, as tcomms has it */
     case B_REDUCE: NK(ncclReduce(s, r, count, t, b->op, root, w, st)); break;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+    case B_ALLTOALL: NK(ncclAlltoAll(s, r, count, t, w, st)); break;
+    case B_GATHER: NK(ncclGather(s, r, count, t, root, w, st)); break;
+    case B_SCATTER: NK(ncclScatter(s, r, count, t, root, w, st)); break;
+#else
     case B_ALLTOALL:
         for (int j = 0; j < n; j++) {
             NK(ncclSend(s + j * count * es, count, t, j, w, st));
@@ -100,6 +106,7 @@ static void run(nb_t *b, int ip)
             NK(ncclSend(s + j * count * es, count, t, j, w, st));
         NK(ncclRecv(r, count, t, root, w, st));
         break;
+#endif
     case B_SENDRECV:
         NK(ncclSend(s, count, t, (me + 1) % n, w, st));
         NK(ncclRecv(r, count, t, (me + n - 1) % n, w, st));

@@ -122,6 +122,8 @@ tcomms_status_t tcn_mem_register(void *bcomm, void *buf, size_t bytes, unsigned 
             if (c->regs)
                 c->regs->pprev = &r->next;
             c->regs = r;
+            if (kind == REG_WINDOW)
+                atomic_fetch_add(&c->nwindows, 1);
         }
         pthread_mutex_unlock(&c->lock);
         tcn_device_leave(prev);
@@ -146,6 +148,8 @@ tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle)
         *r->pprev = r->next;
         if (r->next)
             r->next->pprev = r->pprev;
+        if (r->kind == REG_WINDOW)
+            atomic_fetch_sub(&c->nwindows, 1);
     }
     /* after an abort NCCL has released the registration with the communicator: only the handle is left */
     if (c->nccl != NULL) {

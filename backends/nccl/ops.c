@@ -1,7 +1,7 @@
-/* Posting operations: every tcomms operation mapped to NCCL calls (native collectives where NCCL has them, grouped
- * ncclSend/ncclRecv or ncclReduce per block where it has not), and the stream choreography of docs/nccl.md: a
- * blocking call runs on the caller's stream; a call returning a handle runs on the internal stream after an event
- * wait on the caller's. */
+/* Posting operations: every tcomms operation mapped to NCCL calls (native collectives where NCCL has them, since
+ * 2.28 also all_to_all, gather and scatter, which NCCL can run on the copy engines; grouped ncclSend/ncclRecv or
+ * ncclReduce per block where it has not), and the stream choreography of docs/nccl.md: a blocking call runs on the
+ * caller's stream; a call returning a handle runs on the internal stream after an event wait on the caller's. */
 #include <string.h>
 
 #include "tcn.h"
@@ -194,6 +194,49 @@ static tcomms_status_t gather_scatter(const launch_t *L)
     return st;
 }
 
+/* The communicator's scratch was used when nothing else was: free for the next user once this is done. */
+static tcomms_status_t unstage(const launch_t *L, void *scratch, tcomms_status_t st)
+{
+    if (L->a->in_place && L->a->type == TCOMMS_COLL_ALL_TO_ALL && scratch == NULL && L->c->scratch_ev != NULL) {
+        tcomms_status_t gst = tcn_scratch_give(L->c, L->s);
+        st = st == TCOMMS_SUCCESS ? gst : st;
+    }
+    return st;
+}
+
+#if TCN_HAS_A2A
+/* NCCL 2.28's all_to_all, gather and scatter. NCCL's in-place forms of gather and scatter are tcomms' (the root's
+ * block inside the other buffer); an in-place all_to_all sends from a staged copy. The buffer a rank does not use
+ * may be NULL in tcomms; NCCL gets the communicator's own small buffer there, which it never touches and which is
+ * in no window: NCCL's copy-engine path addresses the root's window by the caller's offset in its own, so a
+ * stand-in inside a window would send the data to the wrong place (docs/nccl.md, "Windows"). */
+static tcomms_status_t native_28(const launch_t *L, void **scratch)
+{
+    const tcomms_coll_args_t *a = L->a;
+    const void *s = a->sendbuf ? a->sendbuf : L->c->one;
+    void *r = a->recvbuf ? a->recvbuf : L->c->one;
+    if (a->count == 0)
+        return TCOMMS_SUCCESS;
+    if (a->type == TCOMMS_COLL_GATHER) {
+        NCCL_TRY(L, ncclGather(s, r, a->count, L->dt, a->peer, L->c->nccl, L->s), "ncclGather");
+        return TCOMMS_SUCCESS;
+    }
+    if (a->type == TCOMMS_COLL_SCATTER) {
+        NCCL_TRY(L, ncclScatter(s, r, a->count, L->dt, a->peer, L->c->nccl, L->s), "ncclScatter");
+        return TCOMMS_SUCCESS;
+    }
+    if (a->in_place && L->c->size > 1) {
+        tcomms_status_t st = stage(L, (size_t)L->c->size * a->count * L->es, scratch, &s);
+        if (st != TCOMMS_SUCCESS)
+            return st;
+    }
+    ncclResult_t res = ncclAlltoAll(s, r, a->count, L->dt, L->c->nccl, L->s);
+    tcomms_status_t st = res == ncclSuccess || res == ncclInProgress ? TCOMMS_SUCCESS
+                                                                      : tcn_nccl_error(L->c, res, "ncclAlltoAll");
+    return unstage(L, *scratch, st);
+}
+#endif
+
 /* The operations made of several NCCL calls, launched as one NCCL group. */
 static tcomms_status_t grouped(const launch_t *L, void **scratch)
 {
@@ -209,12 +252,7 @@ static tcomms_status_t grouped(const launch_t *L, void **scratch)
     ncclResult_t r = ncclGroupEnd(); /* always closed, even after an error inside */
     if (st == TCOMMS_SUCCESS && r != ncclSuccess && r != ncclInProgress)
         st = tcn_nccl_error(L->c, r, "ncclGroupEnd");
-    /* the communicator's scratch was used when nothing else was: free for the next user once this is done */
-    if (L->a->in_place && L->a->type == TCOMMS_COLL_ALL_TO_ALL && *scratch == NULL && L->c->scratch_ev != NULL) {
-        tcomms_status_t gst = tcn_scratch_give(L->c, L->s);
-        st = st == TCOMMS_SUCCESS ? gst : st;
-    }
-    return st;
+    return unstage(L, *scratch, st);
 }
 
 tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStream_t stream, int captured,
@@ -253,12 +291,15 @@ tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStrea
         return p2p_send(&L, a->sendbuf, n, a->peer);
     case TCOMMS_COLL_RECV:
         return p2p_recv(&L, a->recvbuf, n, a->peer);
-    case TCOMMS_COLL_ALL_GATHER_V:
-    case TCOMMS_COLL_REDUCE_SCATTER_V:
     case TCOMMS_COLL_ALL_TO_ALL:
-    case TCOMMS_COLL_ALL_TO_ALL_V:
     case TCOMMS_COLL_GATHER:
     case TCOMMS_COLL_SCATTER:
+#if TCN_HAS_A2A
+        return native_28(&L, scratch);
+#endif
+    case TCOMMS_COLL_ALL_GATHER_V:
+    case TCOMMS_COLL_REDUCE_SCATTER_V:
+    case TCOMMS_COLL_ALL_TO_ALL_V:
         return grouped(&L, scratch);
     default:
         return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl: operation type %d is not supported", (int)a->type);
@@ -271,6 +312,25 @@ static void rejoin(tcn_op_t *op)
 {
     if (cudaEventRecord(op->done, op->run) == cudaSuccess)
         cudaStreamWaitEvent(op->caller, op->done, 0);
+}
+
+/* NCCL 2.28 may run all_gather, all_to_all, gather and scatter between windows on the copy engines, through
+ * cudaMemcpyBatchAsync, which rejects the legacy default stream ('invalid argument', and the peers are left
+ * waiting). A blocking call of these on that stream, on a communicator with windows, therefore detours through the
+ * internal stream, ordered by events both ways like a call returning a handle. */
+static int ce_detour(const tcn_comm_t *c, const tcomms_coll_args_t *a)
+{
+#if TCN_HAS_A2A
+    cudaStream_t s = (cudaStream_t)a->stream;
+    if ((s != NULL && s != cudaStreamLegacy) || atomic_load_explicit(&c->nwindows, memory_order_relaxed) == 0)
+        return 0;
+    return a->type == TCOMMS_COLL_ALL_GATHER || a->type == TCOMMS_COLL_ALL_TO_ALL ||
+           a->type == TCOMMS_COLL_GATHER || a->type == TCOMMS_COLL_SCATTER;
+#else
+    (void)c;
+    (void)a;
+    return 0;
+#endif
 }
 
 tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
@@ -297,7 +357,7 @@ tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
     op->caller = (cudaStream_t)a->stream;
     if (captured)
         op->flags |= TCN_OP_CAPTURED;
-    if (a->flags & TCOMMS_COLL_FLAG_BLOCKING) {
+    if ((a->flags & TCOMMS_COLL_FLAG_BLOCKING) && !ce_detour(c, a)) {
         op->flags |= TCN_OP_BLOCKING;
         op->run = op->caller;
     } else {

@@ -24,6 +24,7 @@
 #define TCN_HAS_WINDOW TCN_NCCL_AT_LEAST(2, 27)  /* ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC */
 #define TCN_HAS_CONFIG_27 TCN_NCCL_AT_LEAST(2, 27) /* trafficClass, commName, collnetEnable, CTAPolicy, ... */
 #define TCN_HAS_CONFIG_28 TCN_NCCL_AT_LEAST(2, 28) /* nChannelsPerNetPeer, nvlinkCentricSched */
+#define TCN_HAS_A2A TCN_NCCL_AT_LEAST(2, 28)       /* ncclAlltoAll, ncclGather, ncclScatter */
 
 #define TCN_NAME_MAX 64
 
@@ -134,6 +135,7 @@ struct tcn_comm {
     cudaEvent_t scratch_ev;     /* recorded after each use of a scratch */
     struct tcn_retired *retired; /* outgrown scratch buffers, freed at destroy */
     struct tcn_reg *regs;       /* buffers registered through mem_register (mem.c), under `lock` */
+    _Atomic int nwindows;       /* how many of them are symmetric windows (ops.c: copy-engine collectives) */
 };
 
 tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm);

@@ -1,0 +1,125 @@
+/* test_nccl's copy-engine case: all_to_all, all_gather, gather and scatter between symmetric windows on a
+ * communicator that asks for nccl.cta_policy=zero. From NCCL 2.28 the module calls ncclAlltoAll, ncclGather and
+ * ncclScatter, and NCCL may run these and ncclAllGather on the copy engines instead of SM kernels (what lib/fsdp's
+ * all-gather communicators rely on). Blocking calls on the legacy default stream, which NCCL's copy-engine path
+ * cannot use (ops.c, ce_detour), checked element by element against values made from (sender, receiver, offset).
+ * Blocks of 8 MiB, so NCCL's size thresholds for copy-engine collectives are passed. */
+#include <cuda_runtime_api.h>
+
+#include "../mrank.h"
+#include "gpu_util.h"
+#include "nccl_cases.h"
+
+/* A buffer of blocks of `count` elements: block j of rank `rank` holds what sender s sends to receiver d, with
+ * (s, d) = (rank, j) on the send side and (j, rank) on the receive side; `one` marks a single block (s, d) =
+ * (rank, peer) or (peer, rank). */
+typedef struct ce_vals {
+    int rank, peer, size, received, one;
+    size_t count;
+} ce_vals_t;
+
+static double ce_value(size_t i, const void *arg)
+{
+    const ce_vals_t *v = arg;
+    size_t j = v->one ? (size_t)v->peer : i / v->count, off = i % v->count;
+    size_t s = v->received ? j : (size_t)v->rank, d = v->received ? (size_t)v->rank : j;
+    return (double)((s * (size_t)v->size + d + 1) * 4096 + off % 4093); /* < 2^24: exact in float */
+}
+
+/* all_gather: block j of the result is rank j's block. */
+static double ag_value(size_t i, const void *arg)
+{
+    const ce_vals_t *v = arg;
+    size_t j = v->received ? i / v->count : (size_t)v->rank;
+    return (double)((j + 1) * 4096 + i % v->count % 4093);
+}
+
+/* What a receive buffer holds before the operation: no value ce_value or ag_value gives. */
+static double poison(size_t i, const void *arg)
+{
+    (void)arg;
+    return -1.0 - (double)(i % 7);
+}
+
+/* `bytes` of tcomms_mem_alloc'd memory, registered as a symmetric window (collective: every rank, same order). */
+static int window(tcomms_comm_t *c, int rank, size_t bytes, float **buf, tcomms_mem_reg_t **reg)
+{
+    if (nt_expect(tcomms_mem_alloc(c, TCOMMS_DEVICE_CUDA, bytes, (void **)buf), TCOMMS_SUCCESS, rank,
+                  "tcomms_mem_alloc(cuda)"))
+        return 1;
+    return nt_expect(tcomms_mem_register(c, TCOMMS_DEVICE_CUDA, *buf, bytes, TCOMMS_MEM_REG_WINDOW, reg),
+                     TCOMMS_SUCCESS, rank, "window registration");
+}
+
+static int exchange(tcomms_comm_t *c, int rank, int size, float *s, float *r, size_t blk)
+{
+    size_t n = (size_t)size * blk;
+    ce_vals_t sent = {rank, 0, size, 0, 0, blk}, got = sent;
+    got.received = 1;
+    int fails = gpu_fill_f32(s, n, ce_value, &sent) + gpu_fill_f32(r, n, poison, NULL);
+    fails += nt_expect(tcomms_all_to_all(c, s, r, blk, TCOMMS_FLOAT32, NULL, NULL), TCOMMS_SUCCESS, rank,
+                       "all_to_all between windows");
+    fails += CU(cudaStreamSynchronize(0));
+    fails += gpu_expect_f32(r, n, ce_value, &got, "all_to_all between windows");
+
+    fails += gpu_fill_f32(s, blk, ag_value, &sent) + gpu_fill_f32(r, n, poison, NULL);
+    fails += nt_expect(tcomms_all_gather(c, s, r, blk, TCOMMS_FLOAT32, NULL, NULL), TCOMMS_SUCCESS, rank,
+                       "all_gather between windows");
+    fails += CU(cudaStreamSynchronize(0));
+    fails += gpu_expect_f32(r, n, ag_value, &got, "all_gather between windows");
+
+    int root = size - 1; /* gather: every rank's block to the last rank */
+    ce_vals_t mine = {rank, root, size, 0, 1, blk}, gathered = {rank, 0, size, 1, 0, blk};
+    fails += gpu_fill_f32(s, blk, ce_value, &mine) + gpu_fill_f32(r, n, poison, NULL);
+    /* every rank passes its window, used or not: NCCL's copy engines address the root's by the caller's offset */
+    fails += nt_expect(tcomms_gather(c, s, r, blk, TCOMMS_FLOAT32, root, NULL, NULL),
+                       TCOMMS_SUCCESS, rank, "gather into a window");
+    fails += CU(cudaStreamSynchronize(0));
+    if (rank == root)
+        fails += gpu_expect_f32(r, n, ce_value, &gathered, "gather into a window");
+
+    root = 0; /* scatter: rank 0's block j to rank j */
+    ce_vals_t spread = {rank, 0, size, 0, 0, blk}, mine_in = {rank, root, size, 1, 1, blk};
+    fails += gpu_fill_f32(s, n, ce_value, &spread) + gpu_fill_f32(r, blk, poison, NULL);
+    fails += nt_expect(tcomms_scatter(c, s, r, blk, TCOMMS_FLOAT32, root, NULL, NULL),
+                       TCOMMS_SUCCESS, rank, "scatter from a window");
+    fails += CU(cudaStreamSynchronize(0));
+    return fails + gpu_expect_f32(r, blk, ce_value, &mine_in, "scatter from a window");
+}
+
+int nt_copy_engine(int rank, int size, void *arg)
+{
+    (void)arg;
+    int version = gpu_nccl_version();
+    if (version >= 0 && version < 22800) {
+        if (rank == 0)
+            mrank_logf("SKIP test_nccl copy_engine: NCCL %d has no ncclAlltoAll (2.28)", version);
+        return 0;
+    }
+    tcomms_hints_t *h = NULL;
+    tcomms_comm_t *c = NULL;
+    if (nt_expect(tcomms_hints_create(&h), TCOMMS_SUCCESS, rank, "tcomms_hints_create") ||
+        nt_expect(tcomms_hints_set(h, "nccl.cta_policy", "zero"), TCOMMS_SUCCESS, rank, "nccl.cta_policy=zero") ||
+        gpu_bind(rank % gpu_count) || nt_create(&c, "nccl", -1, h, NULL)) {
+        tcomms_hints_free(h);
+        return 1;
+    }
+    tcomms_hints_free(h);
+    const size_t blk = (size_t)2 << 20; /* floats: 8 MiB a block */
+    size_t bytes = (size_t)size * blk * sizeof(float);
+    float *s = NULL, *r = NULL;
+    tcomms_mem_reg_t *sreg = NULL, *rreg = NULL;
+    int fails = window(c, rank, bytes, &s, &sreg);
+    fails += fails ? 0 : window(c, rank, bytes, &r, &rreg);
+    if (!fails)
+        fails += exchange(c, rank, size, s, r, blk);
+    if (rreg)
+        fails += nt_expect(tcomms_mem_deregister(rreg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
+    if (sreg)
+        fails += nt_expect(tcomms_mem_deregister(sreg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
+    if (r)
+        fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, r), TCOMMS_SUCCESS, rank, "tcomms_mem_free");
+    if (s)
+        fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, s), TCOMMS_SUCCESS, rank, "tcomms_mem_free");
+    return fails + nt_destroy(c, rank);
+}
