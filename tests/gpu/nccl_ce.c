@@ -2,8 +2,9 @@
  * communicator that asks for nccl.cta_policy=zero. From NCCL 2.28 the module calls ncclAlltoAll, ncclGather and
  * ncclScatter, and NCCL may run these and ncclAllGather on the copy engines instead of SM kernels (what lib/fsdp's
  * all-gather communicators rely on). Blocking calls on the legacy default stream, which NCCL's copy-engine path
- * cannot use (ops.c, ce_detour), checked element by element against values made from (sender, receiver, offset).
- * Blocks of 8 MiB, so NCCL's size thresholds for copy-engine collectives are passed. */
+ * cannot use (ops.c, ce_detour), then an all_to_all captured in a CUDA graph and replayed, each checked element by
+ * element against values made from (sender, receiver, offset). Blocks of 8 MiB, so NCCL's size thresholds for
+ * copy-engine collectives are passed. */
 #include <cuda_runtime_api.h>
 
 #include "../mrank.h"
@@ -87,6 +88,38 @@ static int exchange(tcomms_comm_t *c, int rank, int size, float *s, float *r, si
     return fails + gpu_expect_f32(r, blk, ce_value, &mine_in, "scatter from a window");
 }
 
+/* The same all_to_all captured on a stream of the caller's into a CUDA graph, then replayed twice. */
+static int captured(tcomms_comm_t *c, int rank, int size, float *s, float *r, size_t blk)
+{
+    const char *what = "captured all_to_all between windows";
+    size_t n = (size_t)size * blk;
+    ce_vals_t sent = {rank, 0, size, 0, 0, blk}, got = sent;
+    got.received = 1;
+    cudaStream_t st = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    if (CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)))
+        return 1;
+    tcomms_op_opts_t o = {TCOMMS_OP_OPT_STREAM, 0, st, TCOMMS_DEVICE_CUDA};
+    int fails = CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    if (!fails) {
+        fails += nt_expect(tcomms_all_to_all(c, s, r, blk, TCOMMS_FLOAT32, &o, NULL), TCOMMS_SUCCESS, rank, what);
+        fails += CU(cudaStreamEndCapture(st, &graph));
+    }
+    if (!fails)
+        fails += CU(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+    for (int rep = 0; !fails && rep < 2; rep++) {
+        fails += gpu_fill_f32(s, n, ce_value, &sent) + gpu_fill_f32(r, n, poison, NULL);
+        fails += CU(cudaGraphLaunch(exec, st)) + CU(cudaStreamSynchronize(st));
+        fails += gpu_expect_f32(r, n, ce_value, &got, what);
+    }
+    if (exec)
+        CU(cudaGraphExecDestroy(exec));
+    if (graph)
+        CU(cudaGraphDestroy(graph));
+    return fails + CU(cudaStreamDestroy(st));
+}
+
 int nt_copy_engine(int rank, int size, void *arg)
 {
     (void)arg;
@@ -113,6 +146,8 @@ int nt_copy_engine(int rank, int size, void *arg)
     fails += fails ? 0 : window(c, rank, bytes, &r, &rreg);
     if (!fails)
         fails += exchange(c, rank, size, s, r, blk);
+    if (!fails)
+        fails += captured(c, rank, size, s, r, blk);
     if (rreg)
         fails += nt_expect(tcomms_mem_deregister(rreg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
     if (sreg)
