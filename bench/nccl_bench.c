@@ -1,9 +1,9 @@
 /* nccl_bench: the raw-NCCL reference of bench/compare-nccl. It runs tcomms-perf's collectives through NCCL's own
  * calls (ncclAlltoAll, ncclGather, ncclScatter from NCCL 2.28 on; grouped ncclSend/ncclRecv, ncclBroadcast or
- * ncclReduce where NCCL has no such collective) on cudaMalloc'd
- * buffers (NCCL's default path; -R 1|2: ncclMemAlloc'd and registered, as nccl-tests' -R), one process per GPU
- * forked from this one (-g N) over a unique id made before the fork, and prints tcomms-perf's table and JSON with
- * backend "nccl-raw". compare-nccl builds it with gcc against CUDA and NCCL. */
+ * ncclReduce where NCCL has no such collective) on cudaMalloc'd buffers (NCCL's default path; -R 1|2: ncclMemAlloc'd
+ * and registered, as nccl-tests' -R), one process per GPU forked from this one (-g N) over a unique id made before
+ * the fork, and prints tcomms-perf's table and JSON with backend "nccl-raw". compare-nccl builds it with gcc against
+ * CUDA and NCCL. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <signal.h>

@@ -209,7 +209,7 @@ static tcomms_status_t unstage(const launch_t *L, void *scratch, tcomms_status_t
  * block inside the other buffer); an in-place all_to_all sends from a staged copy. The buffer a rank does not use
  * may be NULL in tcomms; NCCL gets the communicator's own small buffer there, which it never touches and which is
  * in no window: NCCL's copy-engine path addresses the root's window by the caller's offset in its own, so a
- * stand-in inside a window would send the data to the wrong place (docs/nccl.md, "Windows"). */
+ * stand-in inside a window would send the data to the wrong place (docs/nccl.md, "Memory"). */
 static tcomms_status_t native_28(const launch_t *L, void **scratch)
 {
     const tcomms_coll_args_t *a = L->a;
