@@ -59,6 +59,7 @@ typedef struct bench_opts {
     int local_register; /* -R (nccl_bench): 0 cudaMalloc, 1 ncclMemAlloc + ncclCommRegister, 2 + a window */
     int cpu_bind;       /* --cpu-bind auto (nccl_bench): each forked rank on its own block of CPUs */
     int graph;          /* -G N (nccl_bench): time N replays of a CUDA graph of the -n iterations (0: none) */
+    int group;          /* --group (nccl_bench): every call inside ncclGroupStart/End, as nccl-tests makes it */
     enum bench_dtype_id dtype;
     enum bench_op_id op;
     const char *json, *label;

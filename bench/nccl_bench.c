@@ -68,7 +68,21 @@ static char *recv_at(const nb_t *b, int ip)
     return ip ? b->rbuf + b->l.recv_ip * b->es : b->rbuf;
 }
 
-/* Enqueue one operation on the stream. */
+/* Does the collective take more than one NCCL call (a group then makes them one launch)? */
+static int several_calls(int coll)
+{
+    switch (coll) {
+    case B_ALL_REDUCE: case B_ALL_GATHER: case B_REDUCE_SCATTER: case B_BROADCAST: case B_REDUCE: return 0;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+    case B_ALLTOALL: case B_GATHER: case B_SCATTER: return 0;
+#endif
+    default: return 1;
+    }
+}
+
+/* Enqueue one operation on the stream: a single NCCL call bare, as a program calling NCCL would make it (an
+ * enclosing group costs about 1.5 us of host time a call, docs/perf.md), unless --group asks for nccl-tests'
+ * wrapping. */
 static void run(nb_t *b, int ip)
 {
     const bench_layout_t *l = &b->l;
@@ -78,8 +92,10 @@ static void run(nb_t *b, int ip)
     int me = b->c.rank, n = b->c.nranks, root = b->c.o->root;
     size_t count = l->count, es = b->es;
     char *s = send_at(b, ip), *r = recv_at(b, ip);
-    NK(ncclGroupStart());
-    switch ((int)(b->c.coll - bench_colls)) {
+    int coll = (int)(b->c.coll - bench_colls), group = b->c.o->group || several_calls(coll);
+    if (group)
+        NK(ncclGroupStart());
+    switch (coll) {
     case B_ALL_REDUCE: NK(ncclAllReduce(s, r, count, t, b->op, w, st)); break;
     case B_ALL_GATHER: NK(ncclAllGather(s, r, count, t, w, st)); break;
     case B_REDUCE_SCATTER: NK(ncclReduceScatter(s, r, count, t, b->op, w, st)); break;
@@ -126,7 +142,8 @@ static void run(nb_t *b, int ip)
         }
         break;
     }
-    NK(ncclGroupEnd());
+    if (group)
+        NK(ncclGroupEnd());
 }
 
 /* Copies and fills go on the rank's stream: it does not wait for the legacy default stream (cudaStreamNonBlocking),
