@@ -146,10 +146,14 @@ static int optimizer(bench_t *b, int mode)
                    b->shard_numel));
         return 0;
     }
+    /* Without --sync-all each piece is stepped as soon as its reduction is final, last unit first (the order
+     * backward finishes them), so the first pieces' SGD runs beside the last reduce-scatters. */
     int n = 0;
     CK_TC(tcomms_fsdp_shard_count(b->rt, &n));
-    for (int i = 0; i < n; i++) {
+    for (int i = n - 1; i >= 0; i--) {
         tcomms_fsdp_shard_t s;
+        if (!b->o.sync_all) CK_TC(tcomms_fsdp_sync_shard(b->rt, i));
+        if (mode == MODE_COMM) continue;
         CK_TC(tcomms_fsdp_shard(b->rt, i, &s));
         if (s.dtype != TCOMMS_FLOAT32) return fail("optimizer", "tcomms_fsdp_shard", "main dtype is not float32");
         if (s.grad && s.count) CK(sgd(b, (float *)s.main, (const float *)s.grad, s.count));
@@ -194,9 +198,9 @@ static int step(bench_t *b, int mode)
         if (rt) CK_TC(tcomms_fsdp_root_post_backward(b->rt));
     }
     CK_CUDA(tl_mark(b->tl, tl_tail(b->tl, TL_ROOT_POST), b->stream));
-    if (rt) CK_TC(tcomms_fsdp_finish_grad_sync(b->rt));
+    if (rt && b->o.sync_all) CK_TC(tcomms_fsdp_finish_grad_sync(b->rt));
     CK_CUDA(tl_mark(b->tl, tl_tail(b->tl, TL_SYNCED), b->stream));
-    if (gemms) CK(optimizer(b, mode));
+    CK(optimizer(b, mode));
     CK_CUDA(tl_mark(b->tl, tl_tail(b->tl, TL_OPTIMIZED), b->stream));
     if (rt) CK_TC(tcomms_fsdp_install_weights(b->rt));
     CK_CUDA(tl_mark(b->tl, tl_tail(b->tl, TL_INSTALLED), b->stream));

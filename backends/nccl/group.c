@@ -69,6 +69,7 @@ tcomms_status_t tcn_group_end(void)
     tg.head = tg.tail = NULL;
     while (op) {
         tcn_op_t *next = op->gnext;
+        tcn_fail_launch(op->comm, st, "a group"); /* once per communicator: a failed one stays failed */
         int prev = tcn_device_enter(op->comm);
         tcn_op_finish(op, st, why);
         tcn_device_leave(prev);

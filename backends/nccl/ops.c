@@ -385,6 +385,7 @@ tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
             cudaFreeAsync(op->scratch, op->run);
         if (!(op->flags & TCN_OP_BLOCKING))
             rejoin(op);
+        tcn_fail_launch(c, st, tcn_coll_name(a->type));
         goto fail;
     }
     if (tcn_group_open())

@@ -186,6 +186,9 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
+/* After a launch on `c` failed with `st`: NCCL's system, internal, remote and CUDA failures leave a communicator
+ * unusable (NCCL asks for ncclCommAbort), so fail it; bad arguments and a shortage of memory leave it as it was. */
+void tcn_fail_launch(tcn_comm_t *c, tcomms_status_t st, const char *what);
 /* Check `c`'s asynchronous NCCL error now, failing it on one; returns the status it failed with, or 0. */
 tcomms_status_t tcn_check_async(tcn_comm_t *c);
 

@@ -74,6 +74,13 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_
                   "TCOMMS_ERR_ABORTED", c->name, c->rank);
 }
 
+void tcn_fail_launch(tcn_comm_t *c, tcomms_status_t st, const char *what)
+{
+    if (st == TCOMMS_ERR_INTERNAL || st == TCOMMS_ERR_SYSTEM || st == TCOMMS_ERR_REMOTE)
+        tcn_comm_fail(c, st, NULL, 0, "the launch of %s failed (%s)", what,
+                      st == TCOMMS_ERR_REMOTE ? "a remote error" : "an NCCL or CUDA error");
+}
+
 tcomms_status_t tcn_check_async(tcn_comm_t *c)
 {
     if (atomic_load(&c->failed) || pthread_mutex_trylock(&c->lock) != 0)

@@ -459,12 +459,18 @@ static int interleaved_step(run_t *r)
     return 0;
 }
 
-static int optimizer_step(run_t *r)
+/* Odd steps sync each piece just before stepping it, last piece first (backward finishes the last units first),
+ * so the optimizer overlaps the last reductions; even steps sync them all at once. Both give the same values. */
+static int optimizer_step(run_t *r, int step)
 {
-    int count = 0;
-    MLP_CALL(r, tcomms_fsdp_finish_grad_sync(r->rt));
+    int count = 0, each = step % 2;
+    if (!each)
+        MLP_CALL(r, tcomms_fsdp_finish_grad_sync(r->rt));
     MLP_CALL(r, tcomms_fsdp_shard_count(r->rt, &count));
-    for (int i = 0; i < count; i++) {
+    for (int j = 0; j < count; j++) {
+        int i = each ? count - 1 - j : j;
+        if (each)
+            MLP_CALL(r, tcomms_fsdp_sync_shard(r->rt, i));
         tcomms_fsdp_shard_t s;
         MLP_CALL(r, tcomms_fsdp_shard(r->rt, i, &s));
         if (s.dtype != r->mdt)
@@ -485,7 +491,7 @@ static int train_steps(run_t *r)
             if (r->be->load_microbatch(r, s, m))
                 return -1;
         MLP_CALL(r, tcomms_fsdp_zero_grad(r->rt));
-        if ((o->schedule == MLP_1F1B ? interleaved_step(r) : standard_step(r)) || optimizer_step(r))
+        if ((o->schedule == MLP_1F1B ? interleaved_step(r) : standard_step(r)) || optimizer_step(r, s))
             return -1;
         double loss = 0.0;
         if (r->be->step_loss(r, &loss))

@@ -198,7 +198,8 @@ TCOMMS_API tcomms_status_t tcomms_fsdp_read_param(tcomms_fsdp_t *fsdp, int param
  *                   root_pre_backward(is_last)
  *                   per unit in reverse pre_backward, compute (add gradients), post_backward
  *                   root_post_backward
- *   tcomms_fsdp_finish_grad_sync, an optimizer over tcomms_fsdp_shard views, tcomms_fsdp_install_weights
+ *   tcomms_fsdp_finish_grad_sync (or tcomms_fsdp_sync_shard per piece), an optimizer over tcomms_fsdp_shard
+ *   views, tcomms_fsdp_install_weights
  * A schedule may interleave the forward of one microbatch with the backward of another (1F1B): each unit counts its
  * users per direction and is resharded only when both counts are zero. Backward passes of microbatches do not
  * interleave with each other. All entry points are local calls that post or wait collectives; every rank must
@@ -232,6 +233,11 @@ TCOMMS_API tcomms_status_t tcomms_fsdp_root_post_backward(tcomms_fsdp_t *fsdp);
 
 /* Wait for every posted reduction: the main-dtype gradient shards are final. */
 TCOMMS_API tcomms_status_t tcomms_fsdp_finish_grad_sync(tcomms_fsdp_t *fsdp);
+/* finish_grad_sync for shard piece `i` alone (tcomms_fsdp_shard): its gradients are final, while other units'
+ * reductions may still run. An optimizer that steps each piece after its sync_shard, in the order backward
+ * completed units (reverse forward order), overlaps the step with the reductions of the last units. Local; the
+ * pieces' values equal finish_grad_sync's. */
+TCOMMS_API tcomms_status_t tcomms_fsdp_sync_shard(tcomms_fsdp_t *fsdp, int i);
 
 /* The model weights of `param_id` (compute dtype, row-major, numel elements). Valid while its unit holds a
  * reference (ZeRO-3), or always for other strategies; INVALID_ARG when the unit is not gathered. */
@@ -262,7 +268,8 @@ TCOMMS_API tcomms_status_t tcomms_fsdp_param_range(const tcomms_fsdp_t *fsdp, in
 
 /* After the optimizer changed the main params: cast them into the model weights, and all-gather them where the
  * model weights are not sharded like the main params (ZeRO-1/2, hybrid sharding). Posts the collectives and waits
- * for them. */
+ * for them. Under ZeRO-3 with prefetch_forward > 0 it also posts the next step's all-gather of the first unit in
+ * forward order, right after that unit's cast, and leaves it in flight for pre_forward. */
 TCOMMS_API tcomms_status_t tcomms_fsdp_install_weights(tcomms_fsdp_t *fsdp);
 
 /* ---- debugging ------------------------------------------------------------------------------------------------- */

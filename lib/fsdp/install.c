@@ -1,6 +1,7 @@
 /* FSDP install_weights: after the optimizer changed the main params, rebuild each bucket's shard from the main
  * pieces (hybrid sharding all-gathers them over inter), cast it into the model weights, and all-gather those over
- * the *_ag communicator where the weights are kept full (ZeRO-1/2). */
+ * the *_ag communicator where the weights are kept full (ZeRO-1/2), or under ZeRO-3 prefetch the next step's first
+ * unit. */
 #include <stdlib.h>
 
 #include "rt.h"
@@ -26,33 +27,44 @@ static tcomms_status_t main_shard(tcomms_fsdp_t *rt, int b, const void **out)
     return st;
 }
 
+static tcomms_status_t install_bucket(tcomms_fsdp_t *rt, int b, tcomms_work_t **works)
+{
+    tc_fsdp_bucket_t *k = &rt->buckets[b];
+    tcomms_dtype_t md = rt->cfg.main_dtype;
+    if (rt->cfg.strategy == TCOMMS_FSDP_NO_SHARD)
+        return tc_fsdp_cast(rt, k->weights, k->dtype, k->main, md, k->padded);
+    const void *src = NULL;
+    tcomms_status_t st = main_shard(rt, b, &src);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (tc_fsdp_zero3(rt))
+        return tc_fsdp_cast(rt, k->weights, k->dtype, src, md, k->shard_len);
+    st = tc_fsdp_cast(rt, tc_fsdp_at(k->weights, k->shard_off, k->dtype), k->dtype, src, md, k->shard_len);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, b, k->weights, k->shard_len, k->dtype,
+                          &works[b]);
+    return st;
+}
+
+/* Under ZeRO-3 with forward prefetch, the first unit of the forward order goes first and its all-gather for the
+ * next step is posted at once, so it runs beside the other units' casts rather than ahead of the next forward. */
 static tcomms_status_t install(tcomms_fsdp_t *rt, tcomms_work_t **works)
 {
-    tcomms_dtype_t md = rt->cfg.main_dtype;
-    for (int b = 0; b < rt->nbuckets; b++) {
-        tc_fsdp_bucket_t *k = &rt->buckets[b];
-        tcomms_status_t st;
-        if (rt->cfg.strategy == TCOMMS_FSDP_NO_SHARD) {
-            if ((st = tc_fsdp_cast(rt, k->weights, k->dtype, k->main, md, k->padded)) != TCOMMS_SUCCESS)
-                return st;
-            continue;
-        }
-        const void *src = NULL;
-        if ((st = main_shard(rt, b, &src)) != TCOMMS_SUCCESS)
-            return st;
-        if (tc_fsdp_zero3(rt)) {
-            if ((st = tc_fsdp_cast(rt, k->weights, k->dtype, src, md, k->shard_len)) != TCOMMS_SUCCESS)
-                return st;
-            continue;
-        }
-        st = tc_fsdp_cast(rt, tc_fsdp_at(k->weights, k->shard_off, k->dtype), k->dtype, src, md, k->shard_len);
+    int first = -1;
+    if (tc_fsdp_zero3(rt) && rt->cfg.prefetch_forward > 0 && rt->nunits > 0)
+        first = rt->order ? rt->order[0] : 0;
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    if (first >= 0) {
+        const tc_fsdp_unit_t *un = &rt->units[first];
+        for (int i = 0; i < un->nbuckets && st == TCOMMS_SUCCESS; i++)
+            st = install_bucket(rt, un->buckets[i], works);
         if (st == TCOMMS_SUCCESS)
-            st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, b, k->weights, k->shard_len,
-                              k->dtype, &works[b]);
-        if (st != TCOMMS_SUCCESS)
-            return st;
+            st = tcomms_fsdp_unshard(rt, first, TCOMMS_FSDP_FORWARD);
     }
-    return TCOMMS_SUCCESS;
+    for (int b = 0; b < rt->nbuckets && st == TCOMMS_SUCCESS; b++)
+        if (rt->buckets[b].unit != first)
+            st = install_bucket(rt, b, works);
+    return st;
 }
 
 tcomms_status_t tcomms_fsdp_install_weights(tcomms_fsdp_t *rt)

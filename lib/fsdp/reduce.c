@@ -53,7 +53,7 @@ static tcomms_status_t complete_slot(tcomms_fsdp_t *rt, int si)
         tcomms_status_t st = tc_fsdp_wait(rt, &s->works[i]);
         if (k->direct_slot == si) /* reduced straight into the main-grad shard, scale included */
             k->direct_slot = -1;
-        else if (st == TCOMMS_SUCCESS)
+        else if (st == TCOMMS_SUCCESS && (st = tc_fsdp_grad_settle(rt, un->buckets[i])) == TCOMMS_SUCCESS)
             st = tc_fsdp_add(rt, k->grad, tc_fsdp_at((char *)s->data + k->gslot_off, k->shard_off, md),
                              k->shard_len, md, rt->cfg.grad_scale);
         if (st != TCOMMS_SUCCESS)
@@ -75,10 +75,20 @@ static int oldest_in_flight(const tcomms_fsdp_t *rt)
     return best;
 }
 
-static tcomms_status_t complete_slots(tcomms_fsdp_t *rt)
+/* Does a slot in flight hold gradients of `unit` (any unit when -1)? */
+static int in_flight(const tcomms_fsdp_t *rt, int unit)
 {
-    for (int si; (si = oldest_in_flight(rt)) >= 0;) {
-        tcomms_status_t st = complete_slot(rt, si);
+    for (int i = 0; i < rt->ngslots; i++)
+        if (rt->gslots[i].state == TC_FSDP_READY && (unit < 0 || rt->gslots[i].unit == unit))
+            return 1;
+    return 0;
+}
+
+/* Complete slots in posting order until none in flight holds `unit`'s gradients (-1: until none is in flight). */
+static tcomms_status_t complete_slots(tcomms_fsdp_t *rt, int unit)
+{
+    while (in_flight(rt, unit)) {
+        tcomms_status_t st = complete_slot(rt, oldest_in_flight(rt));
         if (st != TCOMMS_SUCCESS)
             return st;
     }
@@ -146,6 +156,7 @@ static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
             st = tc_fsdp_post_scatter_into(rt, k->domain, un->buckets[i], g, k->grad, k->shard_len, md,
                                            (tcomms_op_t)op, &s->works[i]);
             k->direct_slot = si;
+            k->grad_stale = 0;
         } else {
             st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD, un->buckets[i], g,
                               k->shard_len, md, &s->works[i]);
@@ -183,12 +194,14 @@ static tcomms_status_t last_reductions(tcomms_fsdp_t *rt)
     }
     if (st != TCOMMS_SUCCESS || rt->cfg.outer == TCOMMS_FSDP_OUTER_NONE)
         return st;
-    st = complete_slots(rt);
+    st = complete_slots(rt, -1);
     for (int b = 0; b < rt->nbuckets && st == TCOMMS_SUCCESS; b++) {
         tc_fsdp_bucket_t *k = &rt->buckets[b];
         if (k->no_grad)
             continue;
         st = tc_fsdp_wait(rt, &k->red_work);
+        if (st == TCOMMS_SUCCESS) /* a unit with no backward this step reduces zeros */
+            st = tc_fsdp_grad_settle(rt, b);
         void *shard = tc_fsdp_slots(rt) ? k->grad : tc_fsdp_at(k->grad, k->shard_off, md);
         if (st == TCOMMS_SUCCESS && rt->cfg.outer == TCOMMS_FSDP_OUTER_OPTIM)
             st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_INTER, b, shard, k->main_len, md,
@@ -202,7 +215,7 @@ static tcomms_status_t last_reductions(tcomms_fsdp_t *rt)
 
 tcomms_status_t tc_fsdp_reduce_drain(tcomms_fsdp_t *rt)
 {
-    tcomms_status_t first = rt->gslots ? complete_slots(rt) : TCOMMS_SUCCESS;
+    tcomms_status_t first = rt->gslots ? complete_slots(rt, -1) : TCOMMS_SUCCESS;
     for (int b = 0; rt->buckets && b < rt->nbuckets; b++) {
         tcomms_status_t st = tc_fsdp_wait(rt, &rt->buckets[b].red_work);
         tcomms_status_t so = tc_fsdp_wait(rt, &rt->buckets[b].outer_work);
@@ -222,11 +235,14 @@ tcomms_status_t tcomms_fsdp_zero_grad(tcomms_fsdp_t *rt)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: called between root_pre_backward and root_post_backward", fn);
     if ((st = tc_fsdp_reduce_drain(rt)) != TCOMMS_SUCCESS)
         return st;
+    /* Where the step's first reduce-scatter of a bucket overwrites its main-grad shard, zeroing it now would be a
+     * pass over memory for nothing: it is zeroed later only if no reduce-scatter came (tc_fsdp_grad_settle). */
     for (int b = 0; b < rt->nbuckets && st == TCOMMS_SUCCESS; b++) {
         tc_fsdp_bucket_t *k = &rt->buckets[b];
-        if (!k->no_grad)
-            st = tc_fsdp_zero(rt, k->grad, tc_fsdp_slots(rt) ? k->shard_len : k->padded, rt->cfg.main_dtype);
         k->grad_fresh = 1;
+        k->grad_stale = !k->no_grad && tc_fsdp_slots(rt) && direct_op(rt, k) >= 0;
+        if (!k->no_grad && !k->grad_stale)
+            st = tc_fsdp_zero(rt, k->grad, tc_fsdp_slots(rt) ? k->shard_len : k->padded, rt->cfg.main_dtype);
     }
     if (st != TCOMMS_SUCCESS)
         return st;
@@ -319,9 +335,18 @@ tcomms_status_t tcomms_fsdp_root_post_backward(tcomms_fsdp_t *rt)
     return last_reductions(rt);
 }
 
-tcomms_status_t tcomms_fsdp_finish_grad_sync(tcomms_fsdp_t *rt)
+tcomms_status_t tc_fsdp_grad_settle(tcomms_fsdp_t *rt, int b)
 {
-    const char *fn = "tcomms_fsdp_finish_grad_sync";
+    tc_fsdp_bucket_t *k = &rt->buckets[b];
+    if (!k->grad_stale)
+        return TCOMMS_SUCCESS;
+    k->grad_stale = 0;
+    return tc_fsdp_zero(rt, k->grad, k->shard_len, rt->cfg.main_dtype);
+}
+
+/* What finish_grad_sync and sync_shard check first. */
+static tcomms_status_t after_backward(const tcomms_fsdp_t *rt, const char *fn)
+{
     tcomms_status_t st = tc_fsdp_ready(rt, fn);
     if (st != TCOMMS_SUCCESS)
         return st;
@@ -330,9 +355,40 @@ tcomms_status_t tcomms_fsdp_finish_grad_sync(tcomms_fsdp_t *rt)
     if (rt->phase == TC_FSDP_ACCUM)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: no microbatch was marked last (root_pre_backward with "
                         "is_last = 1, then root_post_backward)", fn);
-    if ((st = tc_fsdp_reduce_drain(rt)) == TCOMMS_SUCCESS)
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_fsdp_finish_grad_sync(tcomms_fsdp_t *rt)
+{
+    const char *fn = "tcomms_fsdp_finish_grad_sync";
+    tcomms_status_t st = after_backward(rt, fn);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_reduce_drain(rt);
+    for (int b = 0; b < rt->nbuckets && st == TCOMMS_SUCCESS; b++)
+        st = tc_fsdp_grad_settle(rt, b);
+    if (st == TCOMMS_SUCCESS)
         rt->phase = TC_FSDP_SYNCED;
     return st;
+}
+
+tcomms_status_t tcomms_fsdp_sync_shard(tcomms_fsdp_t *rt, int i)
+{
+    const char *fn = "tcomms_fsdp_sync_shard";
+    tcomms_status_t st = after_backward(rt, fn);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (i < 0 || i >= rt->nbuckets)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: i = %d is outside 0..%d", fn, i, rt->nbuckets - 1);
+    tc_fsdp_bucket_t *k = &rt->buckets[i];
+    if (k->no_grad)
+        return TCOMMS_SUCCESS;
+    /* Slots complete in posting order, as in finish_grad_sync, so the additions into a shard round alike. */
+    if (rt->gslots && (st = complete_slots(rt, k->unit)) != TCOMMS_SUCCESS)
+        return st;
+    st = tc_fsdp_wait(rt, &k->red_work);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_wait(rt, &k->outer_work);
+    return st == TCOMMS_SUCCESS ? tc_fsdp_grad_settle(rt, i) : st;
 }
 
 tcomms_status_t tcomms_fsdp_grad_data(tcomms_fsdp_t *rt, int param_id, void **data)

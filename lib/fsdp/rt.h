@@ -58,7 +58,8 @@ typedef struct tc_fsdp_bucket {
     size_t ubuf_off, gslot_off;    /* bytes into a unit buffer (ZeRO-3) / a gradient slot (ZeRO-2/3) */
     tcomms_work_t *red_work;       /* the last microbatch's reduction on the shard communicator (ZeRO-0/1) */
     tcomms_work_t *outer_work;     /* the HSDP all-reduce or hybrid reduce-scatter over inter */
-    int grad_fresh;                /* ZeRO-2/3: `grad` is zero and nothing was added since (zero_grad) */
+    int grad_fresh;                /* ZeRO-2/3: nothing was added into `grad` since zero_grad */
+    int grad_stale;                /* ... and it was not zeroed: the first reduce-scatter overwrites it */
     int direct_slot;               /* the slot whose reduce-scatter writes straight into `grad`, or -1 */
 } tc_fsdp_bucket_t;
 
@@ -181,6 +182,8 @@ void tc_fsdp_pool_free(tcomms_fsdp_t *rt, tc_fsdp_buf_t *b);
 tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt);
 /* Complete every reduction in flight (destroy, zero_grad, finish_grad_sync). */
 tcomms_status_t tc_fsdp_reduce_drain(tcomms_fsdp_t *rt);
+/* Zero bucket `b`'s main-grad shard if zero_grad left it stale and nothing overwrote it since. */
+tcomms_status_t tc_fsdp_grad_settle(tcomms_fsdp_t *rt, int b);
 
 /* issue.c: whether any work handle of the runtime is still held (destroy must not free its buffers). */
 int tc_fsdp_pending(const tcomms_fsdp_t *rt);
