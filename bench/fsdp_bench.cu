@@ -33,8 +33,10 @@ typedef struct bench {
     size_t wnumel;      /* d * d */
     size_t act_numel;   /* T * d */
     void *x, **act, *dy[2];
-    /* compute mode: full weights and gradients, and shard-sized main params/gradients for the SGD */
-    void *w_full;
+    /* compute mode: full weights and gradients, and shard-sized main params/gradients for the SGD; w_cast takes
+     * the SGD's weights under --optimizer-casts (not w_full: the GEMMs would then multiply the SGD's values, and
+     * a GPU's clock depends on the values it multiplies) */
+    void *w_full, *w_cast;
     float *g_full, *main_local, *grad_local;
     size_t shard_numel;
     /* full and comm modes */
@@ -113,9 +115,13 @@ static int backward_layer(bench_t *b, int i, const void *w, float *g, int *cur)
     return 0;
 }
 
-static int sgd(bench_t *b, float *main, const float *grad, size_t n)
+/* With --optimizer-casts the step also writes the compute-dtype weights `w` (n elements), as a fused optimizer does. */
+static int sgd(bench_t *b, float *main, const float *grad, void *w, size_t n)
 {
-    CK_CUDA(fsdp_sgd(b->stream, main, grad, n, b->o.lr));
+    if (b->o.optimizer_casts)
+        CK_CUDA(BY_DTYPE(b->o.fp32, fsdp_sgd_cast, b->stream, main, grad, w, n, b->o.lr));
+    else
+        CK_CUDA(fsdp_sgd(b->stream, main, grad, n, b->o.lr));
     return 0;
 }
 
@@ -143,7 +149,7 @@ static int optimizer(bench_t *b, int mode)
     if (mode == MODE_COMPUTE) {
         for (int i = 0; i < b->o.layers; i++)
             CK(sgd(b, b->main_local + (size_t)i * b->shard_numel, b->grad_local + (size_t)i * b->shard_numel,
-                   b->shard_numel));
+                   (char *)b->w_cast + (size_t)i * b->shard_numel * b->esize, b->shard_numel));
         return 0;
     }
     /* Without --sync-all each piece is stepped as soon as its reduction is final, last unit first (the order
@@ -156,7 +162,7 @@ static int optimizer(bench_t *b, int mode)
         if (mode == MODE_COMM) continue;
         CK_TC(tcomms_fsdp_shard(b->rt, i, &s));
         if (s.dtype != TCOMMS_FLOAT32) return fail("optimizer", "tcomms_fsdp_shard", "main dtype is not float32");
-        if (s.grad && s.count) CK(sgd(b, (float *)s.main, (const float *)s.grad, s.count));
+        if (s.grad && s.count) CK(sgd(b, (float *)s.main, (const float *)s.grad, s.weights, s.count));
     }
     return 0;
 }
@@ -267,6 +273,7 @@ static int setup_runtime(bench_t *b)
     c.timeout_ms = 120000;
     c.stream = (void *)b->stream;
     c.windows = o->no_windows ? -1 : 0;
+    c.optimizer_casts = o->optimizer_casts;
     CK_TC(tcomms_fsdp_create(&b->groups, &c, &b->rt));
     const int64_t shape[2] = {o->dim, o->dim};
     for (int i = 0; i < o->layers; i++) {
@@ -297,6 +304,7 @@ static int setup_compute(bench_t *b)
     CK(alloc((void **)&b->g_full, L * b->wnumel * sizeof(float)));
     CK(alloc((void **)&b->main_local, L * b->shard_numel * sizeof(float)));
     CK(alloc((void **)&b->grad_local, L * b->shard_numel * sizeof(float)));
+    CK(alloc(&b->w_cast, L * b->shard_numel * b->esize));
     for (size_t i = 0; i < L; i++)
         CK_CUDA(BY_DTYPE(o->fp32, fsdp_fill, b->stream, (char *)b->w_full + i * b->wnumel * b->esize, b->wnumel,
                          1000 + i, init_scale(b)));
@@ -313,7 +321,8 @@ static void free_compute(bench_t *b)
     cudaFree(b->g_full);
     cudaFree(b->main_local);
     cudaFree(b->grad_local);
-    b->w_full = NULL, b->g_full = b->main_local = b->grad_local = NULL;
+    cudaFree(b->w_cast);
+    b->w_full = b->w_cast = NULL, b->g_full = b->main_local = b->grad_local = NULL;
 }
 
 static void teardown(bench_t *b)

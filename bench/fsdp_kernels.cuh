@@ -1,4 +1,5 @@
-/* Element-wise kernels of bench/fsdp_bench.cu (initial values, ReLU and its gradient, the loss gradient, SGD) and
+/* Element-wise kernels of bench/fsdp_bench.cu (initial values, ReLU and its gradient, the loss gradient, SGD, SGD
+ * with the cast into the weights) and
  * their launchers on a stream, templated on the compute dtype (float or bf16); each launcher returns the launch's
  * cudaError_t. */
 #ifndef TCOMMS_BENCH_FSDP_KERNELS_CUH
@@ -55,6 +56,17 @@ __global__ static void sgd_kernel(float *main, const float *grad, size_t n, floa
     FSDP_FOR_EACH(i, n) main[i] -= lr * grad[i];
 }
 
+/* SGD fused with the cast into the model weights (what an optimizer does under config.optimizer_casts) */
+template <typename T> __global__ void sgd_cast_kernel(float *main, const float *grad, T *w, size_t n, float lr)
+{
+    FSDP_FOR_EACH(i, n)
+    {
+        float m = main[i] - lr * grad[i];
+        main[i] = m;
+        from_f(&w[i], m);
+    }
+}
+
 static inline unsigned fsdp_grid(size_t n)
 {
     size_t g = (n + 255) / 256;
@@ -88,6 +100,13 @@ template <typename T> static cudaError_t fsdp_loss_grad(cudaStream_t s, void *dy
 static inline cudaError_t fsdp_sgd(cudaStream_t s, float *main, const float *grad, size_t n, float lr)
 {
     sgd_kernel<<<fsdp_grid(n), 256, 0, s>>>(main, grad, n, lr);
+    return cudaGetLastError();
+}
+
+template <typename T>
+static cudaError_t fsdp_sgd_cast(cudaStream_t s, float *main, const float *grad, void *w, size_t n, float lr)
+{
+    sgd_cast_kernel<T><<<fsdp_grid(n), 256, 0, s>>>(main, grad, (T *)w, n, lr);
     return cudaGetLastError();
 }
 

@@ -24,6 +24,7 @@ typedef struct opts {
     int window;      /* the probe's all_gather buffer is a symmetric window (ncclMemAlloc, ncclCommWindowRegister) */
     int no_windows;  /* config.windows = -1: the runtime's buffers stay plain device memory */
     int sync_all;    /* the optimizer waits for every reduction first (finish_grad_sync), not piece by piece */
+    int optimizer_casts; /* SGD writes the weights too (config.optimizer_casts): install_weights does not cast */
 } opts_t;
 
 static void usage(FILE *f)
@@ -44,6 +45,7 @@ static void usage(FILE *f)
           "                  (with NCCL_CTA_POLICY=2: on the copy engines)\n"
           "  --no-windows    the runtime's unit buffers and gradient slots in plain device memory (config.windows -1)\n"
           "  --sync-all      the optimizer starts after finish_grad_sync, not on each piece after its sync_shard\n"
+          "  --optimizer-casts  SGD also writes the weights (config.optimizer_casts): install_weights does not cast\n"
           "Prints one line per mode and, with all three, the overlap (compute + comm - full) / comm in [0, 1].\n"
           "Exit 77 without a GPU.\n",
           f);
@@ -75,8 +77,10 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         {"dtype", 1, 0, 't'},  {"strategy", 1, 0, 'S'}, {"mode", 1, 0, 'M'},    {"lr", 1, 0, 'r'},
         {"backend", 1, 0, 'B'}, {"sm-margin", 1, 0, 'G'}, {"timeline", 0, 0, 'E'},
         {"concurrency", 0, 0, 'C'}, {"window", 0, 0, 'W'}, {"no-windows", 0, 0, 'N'},
-        {"sync-all", 0, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    *o = opts_t{8, 4096, 4096, 1, 20, 5, 1, 0, 0, 7, TCOMMS_FSDP_OPTIM_GRADS_PARAMS, 1e-3f, "nccl", 0, 0, 0, 0, 0, 0};
+        {"sync-all", 0, 0, 'A'}, {"optimizer-casts", 0, 0, 'O'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    *o = opts_t{8, 4096, 4096, 1, 20, 5, 1, 0, 0, 7, TCOMMS_FSDP_OPTIM_GRADS_PARAMS, 1e-3f, "nccl",
+                0, 0, 0, 0, 0, 0, 0};
     int c, bad = 0;
     while (!bad && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -94,6 +98,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         case 'W': o->window = 1; break;
         case 'N': o->no_windows = 1; break;
         case 'A': o->sync_all = 1; break;
+        case 'O': o->optimizer_casts = 1; break;
         case 'r': o->lr = strtof(optarg, NULL); break;
         case 'B': o->backend = optarg; break;
         case 't':

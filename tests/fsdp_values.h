@@ -1,7 +1,7 @@
 /* Reference values of the FSDP runtime tests (test_fsdp_runtime on CPU backends, tests/gpu/test_fsdp_cuda on NCCL):
  * what parameter p's element i is loaded with, what an optimizer writes, the gradient rank r adds in microbatch m,
- * bfloat16 rounding written independently of the library, and element access by dtype. Loaded values are exact
- * in bfloat16; installed ones are not, so the runtime's cast is checked against round_bf16. */
+ * bfloat16 rounding written independently of the library, and element access (get, put_as) by dtype. Loaded
+ * values are exact in bfloat16; installed ones are not, so the runtime's cast is checked against round_bf16. */
 #ifndef TESTS_FSDP_VALUES_H
 #define TESTS_FSDP_VALUES_H
 
@@ -53,6 +53,21 @@ static inline double get(const void *p, tcomms_dtype_t t, size_t i)
     float f;
     memcpy(&f, &u, 4);
     return f;
+}
+
+/* Store v in element i of a FLOAT64, FLOAT32 or BFLOAT16 array, as as_dtype rounds it. */
+static inline void put_as(void *p, tcomms_dtype_t t, size_t i, double v)
+{
+    if (t == TCOMMS_FLOAT64) {
+        ((double *)p)[i] = v;
+    } else if (t == TCOMMS_FLOAT32) {
+        ((float *)p)[i] = (float)v;
+    } else {
+        float f = round_bf16((float)v);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
+    }
 }
 
 #endif

@@ -117,6 +117,7 @@ typedef struct scen {
     tcomms_fsdp_outer_t outer;
     tcomms_dtype_t cd;
     int mb, expert, prefetch;
+    int casts; /* config.optimizer_casts: the test's optimizer writes the weights, install_weights does not cast */
 } scen_t;
 
 static int is_expert(const scen_t *s, int p)
@@ -299,8 +300,9 @@ out:
     return fails;
 }
 
-/* The optimizer's part: set this rank's pieces of main params to new_value, then install them. */
-static int install(tcomms_fsdp_t *f, const char *what)
+/* The optimizer's part: set this rank's pieces of main params to new_value (and under optimizer_casts their
+ * weights to its cast), then install them. */
+static int install(tcomms_fsdp_t *f, const scen_t *s, const char *what)
 {
     int fails = 0;
     for (int p = 0; p < NPARAMS; p++) {
@@ -311,6 +313,11 @@ static int install(tcomms_fsdp_t *f, const char *what)
         CALL(tcomms_fsdp_shard(f, si, &sh));
         for (size_t j = 0; j < cnt; j++)
             ((float *)sh.main)[so + j] = (float)new_value(p, po + j);
+        if (sh.weights_dtype != dtype_of(s, p))
+            fails += mrank_failf("FAIL %s: the piece of %s has weights in %s, not %s", what, model[p].name,
+                                 tcomms_dtype_name(sh.weights_dtype), tcomms_dtype_name(dtype_of(s, p)));
+        for (size_t j = 0; s->casts && j < cnt; j++)
+            put_as(sh.weights, sh.weights_dtype, so + j, new_value(p, po + j));
     }
     CALL(tcomms_fsdp_install_weights(f));
 out:
@@ -324,6 +331,7 @@ static tcomms_fsdp_t *make(const env_t *e, const scen_t *s, const tcomms_fsdp_co
     c.strategy = s->strategy;
     c.outer = s->outer;
     c.prefetch_forward = c.prefetch_backward = s->prefetch;
+    c.optimizer_casts = s->casts;
     c.grad_scale = SCALE;
     if (c.timeout_ms == 0)
         c.timeout_ms = OP_TIMEOUT_MS;
@@ -361,8 +369,8 @@ out:
 static int run_case(const env_t *e, const scen_t *s)
 {
     char what[200];
-    snprintf(what, sizeof(what), "%s rank %d/%d, %s %s mb %d", e->backend, e->rank, e->size, s->label,
-             tcomms_dtype_name(s->cd), s->mb);
+    snprintf(what, sizeof(what), "%s rank %d/%d, %s %s mb %d%s", e->backend, e->rank, e->size, s->label,
+             tcomms_dtype_name(s->cd), s->mb, s->casts ? " optimizer_casts" : "");
     int fails = 0;
     tcomms_fsdp_t *f = make(e, s, NULL, what, &fails);
     if (f == NULL)
@@ -373,7 +381,7 @@ static int run_case(const env_t *e, const scen_t *s)
     fails += step(f, e, s, -1, what);
     fails += check_grads(f, e, s, -1, what);
     fails += check_pieces(f, e, s, what);
-    fails += install(f, what);
+    fails += install(f, s, what);
     fails += check_weights(f, s, new_value, what);
     fails += check_read(f, new_value, what);
     /* A second step on the installed weights: gradients start again from zero. In a third, unit 1 has no backward:
@@ -410,7 +418,7 @@ static int strategies_rank(int rank, int size, void *arg)
                 if (size == 3 && (d == 1 || mb == 1))
                     continue; /* 3 ranks: uneven shard counts, one combination is enough */
                 scen_t s = {strategy_names[st], st, TCOMMS_FSDP_OUTER_NONE, d ? TCOMMS_BFLOAT16 : TCOMMS_FLOAT32,
-                            mb, 0, st == 3 ? 1 + mb / 3 : 0};
+                            mb, 0, st == 3 ? 1 + mb / 3 : 0, d == 1 && mb == 3};
                 fails += run_case(&e, &s);
             }
     env_close(&e);
@@ -422,25 +430,25 @@ static int hsdp_rank(int rank, int size, void *arg)
 {
     const job_t *j = arg;
     static const scen_t hsdp[] = {
-        {"HSDP OPTIM", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_BFLOAT16, 3, 0, 0},
-        {"HSDP OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_FLOAT32, 3, 0, 0},
+        {"HSDP OPTIM", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_BFLOAT16, 3, 0, 0, 1},
+        {"HSDP OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_FLOAT32, 3, 0, 0, 0},
         {"HSDP OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_BFLOAT16, 3,
-         0, 1},
-        {"hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_BFLOAT16, 3, 0, 0},
+         0, 1, 0},
+        {"hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_BFLOAT16, 3, 0, 0, 0},
         {"hybrid OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_FLOAT32, 1, 0,
-         1},
+         1, 1},
     };
     static const scen_t expert[] = {
-        {"expert NO_SHARD", TCOMMS_FSDP_NO_SHARD, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1, 0},
-        {"expert OPTIM", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 1, 0},
-        {"expert OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1, 0},
+        {"expert NO_SHARD", TCOMMS_FSDP_NO_SHARD, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1, 0, 0},
+        {"expert OPTIM", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 1, 0, 0},
+        {"expert OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1, 0, 0},
         {"expert OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 1,
-         2},
+         2, 0},
     };
     static const scen_t both[] = {
         {"expert+HSDP OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE,
-         TCOMMS_BFLOAT16, 3, 1, 1},
-        {"expert+hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_FLOAT32, 3, 1, 0},
+         TCOMMS_BFLOAT16, 3, 1, 1, 0},
+        {"expert+hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_FLOAT32, 3, 1, 0, 1},
     };
     static const struct { const scen_t *s; int n, ep, outer; } sets[] = {
         {hsdp, 5, 1, 2}, {expert, 4, 2, 1}, {both, 2, 2, 2}};
@@ -472,7 +480,7 @@ static int expect_invalid(tcomms_status_t st, const char *call, const char *need
 static int refcount_case(const env_t *e, const char *what)
 {
     int fails = 0;
-    scen_t s = {"refcount", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 1, 0, 1};
+    scen_t s = {"refcount", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 1, 0, 1, 0};
     tcomms_fsdp_t *f = make(e, &s, NULL, what, &fails);
     void *d = NULL;
     if (f == NULL)
@@ -528,7 +536,7 @@ out:
 static int keep_case(const env_t *e, const char *what)
 {
     int fails = 0, order[NUNITS] = {2, 0, 1}, twice[NUNITS] = {0, 0, 1};
-    scen_t s = {"keep", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 1, 0, 2};
+    scen_t s = {"keep", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 1, 0, 2, 0};
     tcomms_fsdp_config_t c = {0};
     c.keep_after_forward = 1;
     c.max_live_units = NUNITS;
@@ -619,7 +627,7 @@ static int log_case(const env_t *e, const char *base, const char *what)
     char path[256];
     snprintf(path, sizeof(path), "%s.%d", base, e->rank);
     unlink(path);
-    scen_t s = {"log", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 0, 1};
+    scen_t s = {"log", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 0, 1, 0};
     tcomms_fsdp_config_t c = {0};
     c.log_path = base;
     tcomms_fsdp_t *f = make(e, &s, &c, what, &fails);
@@ -653,7 +661,7 @@ out:
 static int failure_case(const env_t *e, volatile int *counter, const char *what)
 {
     int fails = 0;
-    scen_t s = {"failure", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 1, 0, 0};
+    scen_t s = {"failure", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 1, 0, 0, 0};
     tcomms_fsdp_config_t c = {0};
     c.timeout_ms = 300;
     tcomms_fsdp_t *f = make(e, &s, &c, what, &fails);

@@ -147,6 +147,9 @@ typedef struct tcomms_fsdp_config {
     int windows;                       /* CUDA: 0 (default) puts the unit buffers and gradient slots in symmetric
                                           windows where the backend has them (NCCL 2.27+), else plain device
                                           memory; 1 requires windows (finalize fails without); -1 never */
+    int optimizer_casts;               /* 1: the optimizer writes each piece's model weights itself
+                                          (tcomms_fsdp_shard_t.weights, the cast of the new main params, as a
+                                          fused optimizer does), and install_weights does not cast; default 0 */
 } tcomms_fsdp_config_t;
 
 /* CUDA. When groups.members is bound to a CUDA device (tcomms_comm_device), the runtime's buffers are device memory
@@ -214,7 +217,8 @@ TCOMMS_API tcomms_status_t tcomms_fsdp_unshard(tcomms_fsdp_t *fsdp, int unit, tc
 /* Take a reference on `unit`'s weights for `dir`: wait for its all-gather (posting it first if needed), then post
  * the prefetch of the next units in that direction. The weights stay valid until the matching release. */
 TCOMMS_API tcomms_status_t tcomms_fsdp_pre_forward(tcomms_fsdp_t *fsdp, int unit);
-/* Drop the forward reference; reshard when no reference remains (unless keep_after_forward). */
+/* Drop the forward reference; reshard when no reference remains, unless keep_after_forward, or the unit is the
+ * last of the forward order (the backward starts with it; its buffer is reused when another unit needs one). */
 TCOMMS_API tcomms_status_t tcomms_fsdp_post_forward(tcomms_fsdp_t *fsdp, int unit);
 
 /* Mark the start of one microbatch's backward; `is_last` says it is the step's last microbatch, whose
@@ -255,6 +259,9 @@ typedef struct tcomms_fsdp_shard {
     tcomms_dtype_t dtype;  /* the main dtype */
     int unit;
     int expert;            /* 1 for an expert bucket */
+    void *weights;         /* this piece of the model weights (weights_dtype, count elements, element i the cast
+                              of main[i]): what an optimizer writes under config->optimizer_casts */
+    tcomms_dtype_t weights_dtype; /* the compute dtype */
 } tcomms_fsdp_shard_t;
 
 /* Number of shard pieces on this rank (one per bucket), and the i-th. */
@@ -266,10 +273,11 @@ TCOMMS_API tcomms_status_t tcomms_fsdp_shard(const tcomms_fsdp_t *fsdp, int i, t
 TCOMMS_API tcomms_status_t tcomms_fsdp_param_range(const tcomms_fsdp_t *fsdp, int param_id, int *shard,
                                                    size_t *shard_offset, size_t *param_offset, size_t *count);
 
-/* After the optimizer changed the main params: cast them into the model weights, and all-gather them where the
- * model weights are not sharded like the main params (ZeRO-1/2, hybrid sharding). Posts the collectives and waits
- * for them. Under ZeRO-3 with prefetch_forward > 0 it also posts the next step's all-gather of the first unit in
- * forward order, right after that unit's cast, and leaves it in flight for pre_forward. */
+/* After the optimizer changed the main params: cast them into the model weights (unless config->optimizer_casts:
+ * the optimizer wrote each piece's weights), and all-gather them where the model weights are not sharded like the
+ * main params (ZeRO-1/2, hybrid sharding). Posts the collectives and waits for them. Under ZeRO-3 with
+ * prefetch_forward > 0 it also posts the next step's all-gather of the first unit in forward order, once its
+ * weights are in place, and leaves it in flight for pre_forward. */
 TCOMMS_API tcomms_status_t tcomms_fsdp_install_weights(tcomms_fsdp_t *fsdp);
 
 /* ---- debugging ------------------------------------------------------------------------------------------------- */

@@ -294,6 +294,10 @@ tcomms_status_t tcomms_fsdp_shard(const tcomms_fsdp_t *rt, int i, tcomms_fsdp_sh
     shard->dtype = rt->cfg.main_dtype;
     shard->unit = k->unit;
     shard->expert = k->domain == TC_FSDP_EXPERT;
+    /* The weights hold the bucket (ZeRO-0/1/2) or this rank's shard of it (ZeRO-3); the piece starts at main_off
+     * in the bucket either way. */
+    shard->weights = tc_fsdp_at(k->weights, k->main_off - (tc_fsdp_zero3(rt) ? k->shard_off : 0), k->dtype);
+    shard->weights_dtype = k->dtype;
     return TCOMMS_SUCCESS;
 }
 

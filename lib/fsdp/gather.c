@@ -189,7 +189,9 @@ tcomms_status_t tc_fsdp_release(tcomms_fsdp_t *rt, int unit, tcomms_fsdp_dir_t d
     un->ref[dir]--;
     if (un->buf < 0 || referenced(un))
         return TCOMMS_SUCCESS;
-    if (dir == TCOMMS_FSDP_FORWARD && rt->cfg.keep_after_forward)
+    /* The last unit of the forward order is the first of the backward: kept, it needs no gather there. Its buffer
+     * goes back to the pool as any unreferenced unit's when another unit needs one. */
+    if (dir == TCOMMS_FSDP_FORWARD && (rt->cfg.keep_after_forward || un->pos == rt->nunits - 1))
         return TCOMMS_SUCCESS;
     return evict(rt, un->buf);
 }

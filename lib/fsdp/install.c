@@ -27,19 +27,34 @@ static tcomms_status_t main_shard(tcomms_fsdp_t *rt, int b, const void **out)
     return st;
 }
 
-static tcomms_status_t install_bucket(tcomms_fsdp_t *rt, int b, tcomms_work_t **works)
+/* This rank's shard of bucket `b` in the compute dtype. Under optimizer_casts the optimizer wrote this rank's piece
+ * of it, and hybrid sharding gathers the other pieces over inter (in the compute dtype, half the bytes of main). */
+static tcomms_status_t weight_shard(tcomms_fsdp_t *rt, int b, void *shard)
 {
     tc_fsdp_bucket_t *k = &rt->buckets[b];
     tcomms_dtype_t md = rt->cfg.main_dtype;
+    if (!rt->cfg.optimizer_casts) {
+        const void *src = NULL;
+        tcomms_status_t st = main_shard(rt, b, &src);
+        return st == TCOMMS_SUCCESS ? tc_fsdp_cast(rt, shard, k->dtype, src, md, k->shard_len) : st;
+    }
+    if (rt->cfg.outer != TCOMMS_FSDP_OUTER_OPTIM)
+        return TCOMMS_SUCCESS;
+    tcomms_work_t *w = NULL;
+    tcomms_status_t st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_INTER, b, shard, k->main_len,
+                                      k->dtype, &w);
+    return st == TCOMMS_SUCCESS ? tc_fsdp_wait(rt, &w) : st;
+}
+
+static tcomms_status_t install_bucket(tcomms_fsdp_t *rt, int b, tcomms_work_t **works)
+{
+    tc_fsdp_bucket_t *k = &rt->buckets[b];
     if (rt->cfg.strategy == TCOMMS_FSDP_NO_SHARD)
-        return tc_fsdp_cast(rt, k->weights, k->dtype, k->main, md, k->padded);
-    const void *src = NULL;
-    tcomms_status_t st = main_shard(rt, b, &src);
-    if (st != TCOMMS_SUCCESS)
-        return st;
+        return rt->cfg.optimizer_casts ? TCOMMS_SUCCESS
+                                       : tc_fsdp_cast(rt, k->weights, k->dtype, k->main, rt->cfg.main_dtype, k->padded);
     if (tc_fsdp_zero3(rt))
-        return tc_fsdp_cast(rt, k->weights, k->dtype, src, md, k->shard_len);
-    st = tc_fsdp_cast(rt, tc_fsdp_at(k->weights, k->shard_off, k->dtype), k->dtype, src, md, k->shard_len);
+        return weight_shard(rt, b, k->weights);
+    tcomms_status_t st = weight_shard(rt, b, tc_fsdp_at(k->weights, k->shard_off, k->dtype));
     if (st == TCOMMS_SUCCESS)
         st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, b, k->weights, k->shard_len, k->dtype,
                           &works[b]);

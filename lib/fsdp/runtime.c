@@ -293,7 +293,7 @@ static uint64_t config_hash(const tcomms_fsdp_t *rt, const tcomms_fsdp_layout_t 
     const tcomms_fsdp_config_t *c = &rt->cfg;
     int64_t head[] = {c->strategy,         c->outer,   c->main_dtype, c->prefetch_forward, c->prefetch_backward,
                       c->max_live_units,   c->keep_after_forward,     c->windows,          rt->nunits,
-                      rt->nbuckets,        rt->nparams};
+                      rt->nbuckets,        rt->nparams,               c->optimizer_casts != 0};
     uint64_t h = tc_fsdp_hash_i64(TC_FSDP_HASH_INIT, (int64_t)tc_fsdp_layout_hash(layout));
     h = tc_fsdp_hash_bytes(h, head, sizeof(head));
     for (int b = 0; b < rt->nbuckets; b++) {

@@ -48,15 +48,18 @@ typedef struct scen {
     tcomms_fsdp_strategy_t strategy;
     tcomms_fsdp_outer_t outer;
     int min_ranks;
+    int casts; /* config.optimizer_casts: the test writes the weights of its pieces */
 } scen_t;
 
 static const scen_t scens[] = {
-    {"zero0", TCOMMS_FSDP_NO_SHARD, TCOMMS_FSDP_OUTER_NONE, 2},
-    {"zero1", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, 2},
-    {"zero2", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, 2},
-    {"zero3", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, 2},
-    {"hsdp-zero3", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE, 4},
-    {"hybrid-zero2", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, 4},
+    {"zero0", TCOMMS_FSDP_NO_SHARD, TCOMMS_FSDP_OUTER_NONE, 2, 0},
+    {"zero1", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, 2, 0},
+    {"zero2", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, 2, 0},
+    {"zero3", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, 2, 0},
+    {"hsdp-zero3", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE, 4, 0},
+    {"hybrid-zero2", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, 4, 0},
+    {"zero1-casts", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, 2, 1},
+    {"zero3-casts", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, 2, 1},
 };
 #define NSCENS ((int)(sizeof(scens) / sizeof(scens[0])))
 
@@ -126,6 +129,7 @@ static int open_case(ctx_t *c)
     cfg.outer = c->s->outer;
     cfg.main_dtype = TCOMMS_FLOAT32;
     cfg.prefetch_forward = cfg.prefetch_backward = 1;
+    cfg.optimizer_casts = c->s->casts;
     cfg.grad_scale = SCALE;
     cfg.timeout_ms = OP_TIMEOUT_MS;
     cfg.stream = c->stream;
@@ -245,6 +249,14 @@ static int check_grads_and_update(ctx_t *c)
         for (size_t j = 0; j < cnt; j++)
             host[j] = (float)new_value(p, po + j);
         if (put(c, (float *)sh.main + so, host, cnt * sizeof(float)))
+            return 1;
+        if (!c->s->casts)
+            continue;
+        double wbuf[MAXN]; /* room for the widest dtype */
+        size_t es = tcomms_dtype_size(sh.weights_dtype);
+        for (size_t j = 0; j < cnt; j++)
+            put_as(wbuf, sh.weights_dtype, j, new_value(p, po + j));
+        if (put(c, (char *)sh.weights + so * es, wbuf, cnt * es))
             return 1;
     }
     return fails;
