@@ -491,6 +491,8 @@ static int refcount_case(const env_t *e, const char *what)
     BAD(tcomms_fsdp_pre_backward(f, 0), "outside root_pre_backward");
     BAD(tcomms_fsdp_grad_data(f, 0, &d), "not between pre_backward");
     BAD(tcomms_fsdp_finish_grad_sync(f), "is_last");
+    BAD(tcomms_fsdp_sync_shard(f, 0), "is_last");
+    BAD(tcomms_fsdp_sync_shard(NULL, 0), "fsdp is NULL");
     BAD(tcomms_fsdp_pre_forward(f, NUNITS), "not a registered unit");
     BAD(tcomms_fsdp_load_param(f, -1, &d), "param_id -1");
     BAD(tcomms_fsdp_pre_forward(NULL, 0), "fsdp is NULL");
@@ -521,6 +523,7 @@ static int refcount_case(const env_t *e, const char *what)
     CALL(tcomms_fsdp_root_post_backward(f));
     BAD(tcomms_fsdp_root_pre_backward(f, 1), "finish_grad_sync");
     CALL(tcomms_fsdp_finish_grad_sync(f));
+    BAD(tcomms_fsdp_sync_shard(f, -1), "outside");
     BAD(tcomms_fsdp_root_pre_backward(f, 1), "zero_grad");
     CALL(tcomms_fsdp_pre_forward(f, 1));
     BAD(tcomms_fsdp_install_weights(f), "still holds a reference");
