@@ -520,6 +520,7 @@ static int refcount_case(const env_t *e, const char *what)
     CALL(tcomms_fsdp_post_forward(f, 1));
     CALL(tcomms_fsdp_pre_forward(f, 2));
     CALL(tcomms_fsdp_post_forward(f, 2));
+    CALL(tcomms_fsdp_param_data(f, 5, &d)); /* the last forward unit stays gathered for the backward */
     CALL(tcomms_fsdp_root_post_backward(f));
     BAD(tcomms_fsdp_root_pre_backward(f, 1), "finish_grad_sync");
     CALL(tcomms_fsdp_finish_grad_sync(f));
@@ -529,6 +530,11 @@ static int refcount_case(const env_t *e, const char *what)
     BAD(tcomms_fsdp_install_weights(f), "still holds a reference");
     CALL(tcomms_fsdp_post_forward(f, 1));
     CALL(tcomms_fsdp_install_weights(f));
+    /* install_weights already gathered the first unit for the next step, with the installed values */
+    CALL(tcomms_fsdp_param_data(f, 0, &d));
+    for (size_t i = 0; i < numel(0) && fails < 5; i++)
+        if (((float *)d)[i] != (float)init_value(0, i))
+            fails += mrank_failf("FAIL %s: unit 0 weights [%zu] after install_weights are wrong", what, i);
     CALL(tcomms_fsdp_check_issued(f));
 out:
     tcomms_fsdp_destroy(f);
