@@ -180,27 +180,51 @@ static int by_key_then_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-/* Every rank's (color, key) through the store: set ours, read all. */
+/* Every rank's (color, key) through the store. The others set theirs; parent rank 0 reads them and publishes the
+ * whole table under one key, which the others read. That is about 3N store requests for a split of N ranks where
+ * every rank reading every key would be N^2: at thousands of ranks, minutes of the store server's time per split. */
 static tcomms_status_t exchange_color_key(tcomms_comm_t *parent, const char *prefix, int color, int key,
                                           color_key_t *all)
 {
+    tcomms_store_t *store = parent->store->store;
+    size_t bytes = (size_t)parent->size * 2 * sizeof(int), len = 0;
+    int *table = NULL;
     char k[TC_KEY_MAX];
-    int mine[2] = {color, key};
-    snprintf(k, sizeof(k), "%.*s%d", TC_SUBPREFIX_MAX, prefix, parent->rank);
-    tcomms_status_t st = tc_store_set(parent->store->store, k, mine, sizeof(mine));
-    for (int r = 0; r < parent->size && st == TCOMMS_SUCCESS; r++) {
-        void *v = NULL;
-        size_t len = 0;
-        snprintf(k, sizeof(k), "%.*s%d", TC_SUBPREFIX_MAX, prefix, r);
-        st = tc_store_get(parent->store->store, k, &v, &len, parent->timeout_ms);
-        if (st == TCOMMS_SUCCESS && len != sizeof(mine))
-            st = tc_error(TCOMMS_ERR_PROTOCOL, "store key %s holds %zu bytes, expected %zu", k, len, sizeof(mine));
-        if (st == TCOMMS_SUCCESS) {
-            memcpy(mine, v, sizeof(mine));
-            all[r] = (color_key_t){mine[0], mine[1], r};
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    if (parent->rank != 0) {
+        int mine[2] = {color, key};
+        snprintf(k, sizeof(k), "%.*s%d", TC_SUBPREFIX_MAX, prefix, parent->rank);
+        st = tc_store_set(store, k, mine, sizeof(mine));
+        snprintf(k, sizeof(k), "%.*sall", TC_SUBPREFIX_MAX, prefix);
+        if (st == TCOMMS_SUCCESS &&
+            (st = tc_store_get(store, k, (void **)&table, &len, parent->timeout_ms)) != TCOMMS_SUCCESS)
+            tc_error_prefix(st, "waiting for every rank's color from parent rank 0: ");
+        if (st == TCOMMS_SUCCESS && len != bytes)
+            st = tc_error(TCOMMS_ERR_PROTOCOL, "store key %s holds %zu bytes, expected %zu", k, len, bytes);
+    } else if ((table = malloc(bytes)) == NULL) {
+        st = tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    } else {
+        table[0] = color;
+        table[1] = key;
+        for (int r = 1; r < parent->size && st == TCOMMS_SUCCESS; r++) {
+            void *v = NULL;
+            snprintf(k, sizeof(k), "%.*s%d", TC_SUBPREFIX_MAX, prefix, r);
+            if ((st = tc_store_get(store, k, &v, &len, parent->timeout_ms)) != TCOMMS_SUCCESS)
+                tc_error_prefix(st, "waiting for parent rank %d's color: ", r);
+            if (st == TCOMMS_SUCCESS && len != 2 * sizeof(int))
+                st = tc_error(TCOMMS_ERR_PROTOCOL, "store key %s holds %zu bytes, expected %zu", k, len,
+                              2 * sizeof(int));
+            if (st == TCOMMS_SUCCESS)
+                memcpy(table + 2 * r, v, 2 * sizeof(int));
+            free(v);
         }
-        free(v);
+        snprintf(k, sizeof(k), "%.*sall", TC_SUBPREFIX_MAX, prefix);
+        if (st == TCOMMS_SUCCESS)
+            st = tc_store_set(store, k, table, bytes);
     }
+    for (int r = 0; r < parent->size && st == TCOMMS_SUCCESS; r++)
+        all[r] = (color_key_t){table[2 * r], table[2 * r + 1], r};
+    free(table);
     return st;
 }
 

@@ -1,7 +1,8 @@
 /* tcomms_comm_split and tcomms_comm_split_color on 4 ranks (disjoint lists, a subset with a non-member, nested
  * splits, colors with reversed keys, NOCOLOR, invalid lists), each child checked by rank, size and collectives whose
  * results depend on its members; splits after the rank serving the store destroyed its root; then split/destroy and
- * create/destroy cycles that must not leak fds or memory. */
+ * create/destroy cycles that must not leak fds or memory; a rank missing from a split_color gives the others a
+ * timeout naming whom they waited for. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #define MAX_BACKENDS 8
 #define OP_TIMEOUT_MS 15000u
+#define SHORT_TIMEOUT_MS 1500u
 #define SPLIT_JOB_S 90
 #define LEAK_JOB_S 240
 #define SPLIT_CYCLES 200
@@ -180,12 +182,12 @@ static int invalid_lists(tcomms_comm_t *root, int rank, int size)
     return fails;
 }
 
-static tcomms_comm_t *create_root(const char *backend, int rank, int size, int port)
+static tcomms_comm_t *create_root(const char *backend, int rank, int size, int port, uint32_t timeout_ms)
 {
     tcomms_comm_params_t p = {0};
     p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
     p.backend = backend;
-    p.timeout_ms = OP_TIMEOUT_MS;
+    p.timeout_ms = timeout_ms;
     if (port > 0) {
         p.field_mask |= TCOMMS_COMM_PARAM_RANK | TCOMMS_COMM_PARAM_MASTER;
         p.rank = rank;
@@ -206,7 +208,7 @@ static tcomms_comm_t *create_root(const char *backend, int rank, int size, int p
 static int split_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0);
+    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, OP_TIMEOUT_MS);
     if (!root)
         return 1;
     static const int pair_a[] = {0, 1}, pair_b[] = {2, 3}, sub[] = {1, 2, 3}, nested[] = {0, 2}, nested_root[] = {1, 3};
@@ -283,7 +285,8 @@ static int root_cycle(shared_t *sh, int rank, int size, int round)
         mrank_logf("FAIL rank %d: the other rank did not reach root cycle %d", rank, round);
         return 1;
     }
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, __atomic_load_n(&sh->port, __ATOMIC_SEQ_CST));
+    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, __atomic_load_n(&sh->port, __ATOMIC_SEQ_CST),
+                                      OP_TIMEOUT_MS);
     if (!root)
         return 1;
     int fails = split_cycle(root, rank, round % 10 == 0);
@@ -317,7 +320,7 @@ static int early_host_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
     const char *label = "split after the store host destroyed its root";
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0), *child = NULL, *grandchild = NULL;
+    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, OP_TIMEOUT_MS), *child = NULL, *grandchild = NULL;
     if (!root)
         return 1;
     int fails = 0;
@@ -343,10 +346,41 @@ static int early_host_rank(int rank, int size, void *arg)
     return fails;
 }
 
+/* A rank that never calls split_color: the others get TCOMMS_ERR_TIMEOUT within the timeout, not a hang, and
+ * the message says whom they waited for (parent rank 0 collects the colors, so it names the missing rank; the
+ * others name rank 0). */
+static int missing_rank(int rank, int size, void *arg)
+{
+    shared_t *sh = arg;
+    const char *label = "split_color with a rank missing";
+    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, SHORT_TIMEOUT_MS), *child = NULL;
+    if (!root)
+        return 1;
+    int fails = 0;
+    if (rank != size - 1) {
+        double t0 = mrank_now();
+        tcomms_status_t st = tcomms_comm_split_color(root, 0, rank, "incomplete", NULL, &child);
+        double took = mrank_now() - t0;
+        const char *msg = tcomms_last_error();
+        char want[64];
+        snprintf(want, sizeof(want), "parent rank %d", rank == 0 ? size - 1 : 0);
+        if (st != TCOMMS_ERR_TIMEOUT || child != NULL || msg == NULL || strstr(msg, want) == NULL)
+            fails += mrank_failf("FAIL rank %d, %s: status %d (expected %d), message \"%s\" (expected \"%s\")",
+                                 rank, label, st, TCOMMS_ERR_TIMEOUT, msg ? msg : "(null)", want);
+        if (took > SHORT_TIMEOUT_MS / 1000.0 + 2.0)
+            fails += mrank_failf("FAIL rank %d, %s: took %.1f s (timeout %.1f s)", rank, label, took,
+                                 SHORT_TIMEOUT_MS / 1000.0);
+    }
+    tcomms_status_t st = tcomms_comm_destroy(root);
+    if (st != TCOMMS_SUCCESS)
+        fails += report(rank, label, "tcomms_comm_destroy", st);
+    return fails;
+}
+
 static int leak_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0);
+    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, OP_TIMEOUT_MS);
     if (!root)
         return 1;
     int fails = 0;
@@ -397,6 +431,12 @@ START_TEST(test_split_store_host_first)
 }
 END_TEST
 
+START_TEST(test_split_missing_rank)
+{
+    run_job(3, missing_rank, _i, SPLIT_JOB_S);
+}
+END_TEST
+
 START_TEST(test_split_no_leaks)
 {
     run_job(2, leak_rank, _i, LEAK_JOB_S);
@@ -415,6 +455,7 @@ int main(void)
     tcase_set_timeout(tc, SPLIT_JOB_S + 30);
     tcase_add_loop_test(tc, test_split_cases, 0, nbackends);
     tcase_add_loop_test(tc, test_split_store_host_first, 0, nbackends);
+    tcase_add_loop_test(tc, test_split_missing_rank, 0, nbackends);
     suite_add_tcase(s, tc);
     TCase *tl = tcase_create("leaks");
     tcase_set_timeout(tl, LEAK_JOB_S + 30);
