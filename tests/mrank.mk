@@ -1,7 +1,8 @@
 # Multi-rank suites: every collective on every CPU backend named by TCOMMS_TEST_BACKENDS (test_coll), splits and
 # leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
-# $TCOMMS_RUN), a reset store connection at creation (test_store_reset). They use only the public API and share
-# the fork harness and reference in tests/libmrank.la.
+# $TCOMMS_RUN), a reset store connection at creation (test_store_reset), ranks disagreeing about a call's counts
+# or dtypes (test_mismatch). They use only the public API and share the fork harness and reference in
+# tests/libmrank.la.
 # make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
 mrank_cppflags = $(AM_CPPFLAGS)
@@ -14,7 +15,8 @@ tests_libmrank_la_SOURCES = tests/mrank.c tests/mrank.h tests/mrank_world.c test
 tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
 tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
-mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset
+mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
+	tests/test_mismatch
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -44,6 +46,11 @@ tests_test_store_reset_SOURCES = tests/test_store_reset.c
 tests_test_store_reset_CPPFLAGS = $(mrank_cppflags)
 tests_test_store_reset_CFLAGS = $(mrank_cflags)
 tests_test_store_reset_LDADD = $(mrank_ldadd)
+
+tests_test_mismatch_SOURCES = tests/test_mismatch.c
+tests_test_mismatch_CPPFLAGS = $(mrank_cppflags)
+tests_test_mismatch_CFLAGS = $(mrank_cflags)
+tests_test_mismatch_LDADD = $(mrank_ldadd)
 
 tests_peer_death_prog_SOURCES = tests/peer_death_prog.c
 tests_peer_death_prog_CPPFLAGS = $(mrank_cppflags)

@@ -4,6 +4,7 @@
 #include "gloo.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 
 #pragma GCC visibility push(default)
@@ -23,9 +24,58 @@ namespace tcg {
 namespace {
 
 /* Point-to-point slots live above every collective prefix Gloo uses (0x01-0x08 in the top byte). Bit 55 tells the
- * two directions of a pair apart; the low bits count messages in that direction, so they match in order. */
+ * two directions of a pair apart; bits 39-54 hold the message's shape (below); the low bits count messages in that
+ * direction, so they match in order. */
 constexpr uint64_t kP2PSlotBase = 0xF0ull << 56;
-constexpr uint64_t kP2PSeqMask = (1ull << 55) - 1;
+constexpr int kP2PShapeShift = 39;
+constexpr uint64_t kP2PSeqMask = (1ull << kP2PShapeShift) - 1;
+
+/* Gloo ends the process (an exception on its device thread) when a message is longer than the buffer posted for
+ * it, which is what ranks disagreeing about a call's counts produce. It moves data only between a send and a receive
+ * posted on the same slot, so a hash of what must agree across ranks, put into every slot, turns such a call into a
+ * timeout on every rank instead. 16 bits: a disagreement goes unnoticed with odds of 1 in 65536. */
+uint32_t shape_hash(std::initializer_list<uint64_t> fields)
+{
+    uint32_t h = 2166136261u;
+    for (uint64_t v : fields)
+        for (int i = 0; i < 8; i++)
+            h = (h ^ static_cast<uint8_t>(v >> (8 * i))) * 16777619u;
+    return (h >> 16) ^ (h & 0xFFFFu);
+}
+
+/* What every rank of a collective passes alike: the type; bytes per rank, or for reductions the count, dtype and
+ * op; the root; the full count list of the v-forms where every rank passes the same (all_to_all_v's differ). */
+uint32_t collective_shape(const Comm &c, const tcomms_coll_args_t &a)
+{
+    uint64_t type = static_cast<uint64_t>(a.type), dtype = static_cast<uint64_t>(a.dtype);
+    uint64_t op = static_cast<uint64_t>(a.op), root = static_cast<uint64_t>(a.peer);
+    uint64_t bytes = a.count * c.core->dtype_size(a.dtype);
+    switch (a.type) {
+    case TCOMMS_COLL_ALL_REDUCE:
+    case TCOMMS_COLL_REDUCE_SCATTER:
+        return shape_hash({type, a.count, dtype, op});
+    case TCOMMS_COLL_REDUCE:
+        return shape_hash({type, a.count, dtype, op, root});
+    case TCOMMS_COLL_BROADCAST:
+    case TCOMMS_COLL_GATHER:
+    case TCOMMS_COLL_SCATTER:
+        return shape_hash({type, bytes, root});
+    case TCOMMS_COLL_ALL_GATHER:
+    case TCOMMS_COLL_ALL_TO_ALL:
+        return shape_hash({type, bytes});
+    case TCOMMS_COLL_ALL_GATHER_V:
+    case TCOMMS_COLL_REDUCE_SCATTER_V: {
+        uint32_t h = shape_hash({type, dtype, op});
+        for (int r = 0; r < c.size; r++)
+            h = shape_hash({h, a.recvcounts[r]});
+        return h;
+    }
+    case TCOMMS_COLL_ALL_TO_ALL_V:
+        return shape_hash({type, dtype});
+    default:
+        return shape_hash({type});
+    }
+}
 
 /* Gloo may not be given a null pointer for an empty transfer it still has to take part in. */
 uint8_t empty_byte;
@@ -373,12 +423,19 @@ void start_p2p(Comm &c, Work &w)
         buf = &empty_byte;
     uint64_t seq = send ? c.send_seq[a.peer]++ : c.recv_seq[a.peer]++;
     int from = send ? c.rank : a.peer, to = send ? a.peer : c.rank;
-    uint64_t slot = kP2PSlotBase | (static_cast<uint64_t>(from < to) << 55) | (seq & kP2PSeqMask);
+    uint64_t shape = shape_hash({nb});
+    uint64_t slot = kP2PSlotBase | (static_cast<uint64_t>(from < to) << 55) | (shape << kP2PShapeShift) |
+                    (seq & kP2PSeqMask);
     w.p2p = c.ctx->createUnboundBuffer(buf, nb);
     if (send)
         w.p2p->send(a.peer, slot);
     else
         w.p2p->recv(a.peer, slot);
+}
+
+uint32_t collective_tag(Comm &c, const tcomms_coll_args_t &a)
+{
+    return collective_shape(c, a) << 16 | (c.next_tag++ & 0xFFFFu);
 }
 
 void run_op(Comm &c, Work &w)

@@ -116,7 +116,7 @@ struct Comm {
     std::shared_ptr<gloo::rendezvous::Context> ctx;
 
     std::mutex post_mu;              /* serialises post(): tag and p2p sequence order == posting order */
-    uint32_t next_tag = 1;           /* tag 0 is the creation barrier */
+    uint32_t next_tag = 1;           /* collectives' sequence (tag 0 is the creation barrier) */
     std::vector<uint64_t> send_seq;  /* per peer: messages sent / received so far */
     std::vector<uint64_t> recv_seq;
 
@@ -156,7 +156,8 @@ tcomms_status_t comm_destroy(void *bcomm);
 tcomms_status_t comm_hint(void *bcomm, const char *key, char *buf, size_t len);
 
 /* coll.cc: issue a send/recv at post time (caller's thread); run any operation to completion (worker thread).
- * Both throw on failure. */
+ * Both throw on failure. collective_tag: the next collective's Gloo tag, its shape hash over its sequence number. */
+uint32_t collective_tag(Comm &c, const tcomms_coll_args_t &a);
 void start_p2p(Comm &c, Work &w);
 void run_op(Comm &c, Work &w);
 

@@ -37,8 +37,10 @@ void execute(Comm &c, Work &w)
         } catch (...) {
             Failure f = current_failure();
             status = f.status;
-            message = strf("gloo %s on '%s' (rank %d of %d): %s", op, c.name.c_str(), c.rank, c.size,
-                           f.message.empty() ? "failed" : f.message.c_str());
+            message = strf("gloo %s on '%s' (rank %d of %d): %s%s", op, c.name.c_str(), c.rank, c.size,
+                           f.message.empty() ? "failed" : f.message.c_str(),
+                           status == TCOMMS_ERR_TIMEOUT ? " (a peer did not join, or the ranks' counts, dtypes, "
+                                                          "ops or roots differ)" : "");
             std::lock_guard<std::mutex> lock(c.mu);
             if (!c.broken) {
                 c.broken = true;
@@ -154,7 +156,7 @@ tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *args, void **bwork)
                 return c.core->error(f.status, "%s", msg.c_str());
             }
         } else {
-            w->tag = c.next_tag++;
+            w->tag = collective_tag(c, *args);
         }
         std::unique_ptr<WorkHandle> h(new WorkHandle{w});
         {

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <tcomms/backend.h>
 
+/* Not a UCX status: a receive completed with fewer bytes than posted (engine.c). */
+#define TCU_ERR_SHORT_MESSAGE ((ucs_status_t)-1000)
+
 typedef struct tcu_task tcu_task_t;
 
 /* What a step returns. A negative tcomms_status_t also fails the task; prefer tcu_fail() for a message. */
@@ -47,7 +50,7 @@ struct tcu_task {
     int p2p;                /* tag_base carries a point-to-point sequence: slots are not used */
     uint64_t deadline_ns;   /* CLOCK_MONOTONIC: the operation fails with TCOMMS_ERR_TIMEOUT after it */
     tcomms_status_t status; /* TCOMMS_IN_PROGRESS until final */
-    int ucs_error;          /* first failed request's ucs_status_t, 0 when none */
+    int ucs_error;          /* first failed request's ucs_status_t (or TCU_ERR_SHORT_MESSAGE), 0 when none */
     int error_peer;         /* the peer of that request */
     int pending;            /* requests of the current round still in flight */
     int ready;              /* set by completion callbacks: the round is over or a request failed */
