@@ -165,7 +165,10 @@ void tc_avg_finish(void *buf, size_t n, tcomms_dtype_t dtype, int divisor)
         return;
     switch (dtype) {
     case TCOMMS_INT8: for (size_t i = 0; i < n; i++) ((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / divisor); break;
-    case TCOMMS_UINT8: for (size_t i = 0; i < n; i++) ((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / divisor); break;
+    case TCOMMS_UINT8:
+        for (size_t i = 0; i < n; i++)
+            ((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / divisor);
+        break;
     case TCOMMS_INT32: for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] /= divisor; break;
     case TCOMMS_INT64: for (size_t i = 0; i < n; i++) ((int64_t *)buf)[i] /= divisor; break;
     case TCOMMS_FLOAT16:

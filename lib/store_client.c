@@ -439,8 +439,9 @@ tcomms_status_t tc_store_connect(const char *addr, int port, const char *token, 
         backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
     }
     if (s->fd < 0) {
-        tcomms_status_t st = tc_error(TCOMMS_ERR_TIMEOUT, "store connect: cannot reach the store at %s within %u ms: %s",
-                                      s->where, timeout_ms, why);
+        tcomms_status_t st = tc_error(TCOMMS_ERR_TIMEOUT,
+                                      "store connect: cannot reach the store at %s within %u ms: %s", s->where,
+                                      timeout_ms, why);
         free(s);
         return st;
     }

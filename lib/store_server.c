@@ -509,7 +509,8 @@ static tcomms_status_t open_listener(tc_store_server_t *srv, const char *bind_ad
 {
     int fd = -1;
     if (bind_addr == NULL || *bind_addr == '\0') {
-        struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = in6addr_any};
+        struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+                                  .sin6_addr = in6addr_any};
         struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
         a4.sin_addr.s_addr = htonl(INADDR_ANY);
         fd = listen_on((struct sockaddr *)&a6, sizeof(a6), 1);

@@ -1,6 +1,6 @@
 /* run_child: the program tests/test_run.c starts under tcomms-run. Options, acted on in this order, make a rank
- * record its pid, print its environment, its CPUs or odd output, fork a descendant, trap signals, fail, or sleep, so the
- * tests can check from outside what the launcher set, relayed and cleaned up. */
+ * record its pid, print its environment, its CPUs or odd output, fork a descendant, trap signals, fail, or sleep,
+ * so the tests can check from outside what the launcher set, relayed and cleaned up. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>

@@ -320,7 +320,8 @@ static int early_host_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
     const char *label = "split after the store host destroyed its root";
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, OP_TIMEOUT_MS), *child = NULL, *grandchild = NULL;
+    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, OP_TIMEOUT_MS);
+    tcomms_comm_t *child = NULL, *grandchild = NULL;
     if (!root)
         return 1;
     int fails = 0;

@@ -88,8 +88,8 @@ typedef struct tcomms_fsdp_groups {
 } tcomms_fsdp_groups_t;
 
 /* Collective over `world` (every world rank calls it), ending with a barrier on it. Ranks outside the layout (below
- * rank_offset or beyond its end) get a struct of NULL communicators. Under outer_dp == 1 the intra fields equal dp_cp/expt_dp (not
- * duplicates) and the inter fields are NULL. */
+ * rank_offset or beyond its end) get a struct of NULL communicators. Under outer_dp == 1 the intra fields equal
+ * dp_cp/expt_dp (not duplicates) and the inter fields are NULL. */
 TCOMMS_API tcomms_status_t tcomms_fsdp_groups_create(tcomms_comm_t *world, const tcomms_fsdp_layout_t *layout,
                                                      tcomms_fsdp_groups_t *groups);
 /* Destroy the communicators tcomms_fsdp_groups_create made (each once) and zero the struct. Local. */

@@ -72,7 +72,11 @@ typedef enum tcomms_dtype {
 /* AVG divides the sum by the communicator size; for integer types the quotient is truncated toward zero. */
 typedef enum tcomms_op { TCOMMS_SUM, TCOMMS_PROD, TCOMMS_MIN, TCOMMS_MAX, TCOMMS_AVG, TCOMMS_OP_COUNT } tcomms_op_t;
 
-typedef enum tcomms_device_type { TCOMMS_DEVICE_CPU, TCOMMS_DEVICE_CUDA, TCOMMS_DEVICE_TYPE_COUNT } tcomms_device_type_t;
+typedef enum tcomms_device_type {
+    TCOMMS_DEVICE_CPU,
+    TCOMMS_DEVICE_CUDA,
+    TCOMMS_DEVICE_TYPE_COUNT
+} tcomms_device_type_t;
 
 /* A device: {TCOMMS_DEVICE_CPU, 0} or {TCOMMS_DEVICE_CUDA, N}; index -1 on CUDA means local_rank modulo the
  * number of visible GPUs, resolved when the communicator is created. */
