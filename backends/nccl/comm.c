@@ -133,31 +133,46 @@ static tcomms_status_t init_root(tcn_comm_t *c, const tcomms_backend_comm_args_t
  * store whether its own preparation succeeded, so a rank that failed (bad child hints, no memory) fails the split
  * everywhere within the timeout, instead of leaving the others inside NCCL. The counter key (failures count 2^32)
  * lives under the parent's lasting prefix (args->prefix is deleted after each creation: a vote under the parent's
- * creation prefix was once wiped by the parent's own cleanup, racing the first split). Parent rank 0 deletes the
- * previous split's key once every rank has voted in this one, so one key per parent remains. */
+ * creation prefix was once wiped by the parent's own cleanup, racing the first split). The last voter publishes the
+ * outcome under a second key, which the others wait for in one store request each: polling the counter would cost
+ * the store server a request per rank and millisecond while the slowest rank comes. Parent rank 0 deletes the
+ * previous split's keys once every rank has voted in this one, so two keys per parent remain. */
 static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_t *args, int ok)
 {
-    char key[sizeof(p->prefix) + 32];
-    snprintf(key, sizeof(key), "%s/nccl-split%u", p->prefix, p->splits++);
+    char key[sizeof(p->prefix) + 32], outcome[sizeof(key) + 8];
+    snprintf(key, sizeof(key), "%s/nccl-split%u", p->prefix, p->splits);
+    snprintf(outcome, sizeof(outcome), "%s/nccl-split%u/all", p->prefix, p->splits++);
     int64_t v = 0;
     tcomms_status_t st = tcn_core->store_add(args->store, key, ok ? 1 : (INT64_C(1) << 32) + 1, &v);
-    if (!ok)
-        return st; /* the failing rank has its own error to return; the others count it */
-    uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
-    for (unsigned round = 0; st == TCOMMS_SUCCESS && (v & 0xffffffff) < p->size; round++) {
-        if (tcn_now_ns() >= deadline)
+    if (st == TCOMMS_SUCCESS && (v & 0xffffffff) == p->size) /* the last vote */
+        st = tcn_core->store_set(args->store, outcome, &v, sizeof(v));
+    if (!ok || st != TCOMMS_SUCCESS)
+        return st; /* a failing rank has its own error to return; the others count it */
+    if ((v & 0xffffffff) < p->size) {
+        void *all = NULL;
+        size_t len = 0;
+        st = tcn_core->store_get(args->store, outcome, &all, &len, args->timeout_ms);
+        if (st == TCOMMS_ERR_TIMEOUT) {
+            tcn_core->store_add(args->store, key, 0, &v);
             return tcn_core->error(TCOMMS_ERR_TIMEOUT, "nccl '%s' rank %d: split: %lld of the parent's %d ranks "
                                    "arrived within %u ms", p->name, p->rank, (long long)(v & 0xffffffff), p->size,
                                    args->timeout_ms);
-        tcn_backoff(round + 512); /* sleeps: the store is across the network */
-        st = tcn_core->store_add(args->store, key, 0, &v);
+        }
+        if (st == TCOMMS_SUCCESS && len != sizeof(v))
+            st = tcn_core->error(TCOMMS_ERR_PROTOCOL, "nccl '%s': store key %s holds %zu bytes, expected %zu",
+                                 p->name, outcome, len, sizeof(v));
+        if (st == TCOMMS_SUCCESS)
+            memcpy(&v, all, sizeof(v));
+        free(all);
+        if (st != TCOMMS_SUCCESS)
+            return st;
     }
-    if (st != TCOMMS_SUCCESS)
-        return st;
-    /* Every rank counted here had finished the previous vote: its key is read by no one now. */
+    /* Every rank counted here had finished the previous vote: its keys are read by no one now. */
     if (p->rank == 0 && p->splits > 1) {
         snprintf(key, sizeof(key), "%s/nccl-split%u", p->prefix, p->splits - 2);
+        snprintf(outcome, sizeof(outcome), "%s/nccl-split%u/all", p->prefix, p->splits - 2);
         tcn_core->store_del(args->store, key);
+        tcn_core->store_del(args->store, outcome);
     }
     if ((v >> 32) != 0)
         return tcn_core->error(TCOMMS_ERR_REMOTE, "nccl '%s' rank %d: split abandoned: %lld rank(s) of the parent "
