@@ -148,9 +148,7 @@ static tcomms_status_t open_worker(tcu_ctx_t *c)
     if (st != UCS_OK)
         return ucx_fail(c, "ucp_config_read", st);
     tune_config(c, cfg);
-    ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE,
-                      .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
-                      .request_size = sizeof(struct tcu_req_note)};
+    ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP};
     st = ucp_init(&p, cfg, &c->ucp);
     ucp_config_release(cfg);
     if (st != UCS_OK)

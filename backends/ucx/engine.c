@@ -55,16 +55,25 @@ static void note_short(tcu_task_t *t, size_t got, size_t posted, int peer)
     t->error_peer = peer;
 }
 
+/* The posted length of `req`: from the round's requests, or, for a completion UCX runs inside the very call that
+ * posts it (a rendezvous whose data a synchronous copy brings at once), from what tcu_recv noted before the call. */
 static void recv_done(void *req, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user)
 {
-    const struct tcu_req_note *n = req;
-    if (st == UCS_OK)
-        note_short(user, info->length, n->bytes, n->peer);
-    note_completion(user, st);
+    tcu_task_t *t = user;
+    if (st == UCS_OK) {
+        int i = t->nreqs - 1;
+        while (i >= 0 && t->reqs[i].req != req)
+            i--;
+        if (i >= 0)
+            note_short(t, info->length, t->reqs[i].bytes, t->reqs[i].peer);
+        else if (t->posting)
+            note_short(t, info->length, t->post_bytes, t->post_peer);
+    }
+    note_completion(t, st);
 }
 
 /* Keep an in-flight request for the round; an immediate error or no room for it fails the task after the step. */
-static void track(tcu_task_t *t, void *r, int peer, int send)
+static void track(tcu_task_t *t, void *r, int peer, int send, size_t bytes)
 {
     if (r == NULL)
         return; /* completed at once */
@@ -88,7 +97,7 @@ static void track(tcu_task_t *t, void *r, int peer, int send)
         t->reqs = grown;
         t->cap_reqs = cap;
     }
-    t->reqs[t->nreqs++] = (struct tcu_req){r, peer, send};
+    t->reqs[t->nreqs++] = (struct tcu_req){r, peer, send, bytes};
     t->pending++;
 }
 
@@ -121,12 +130,12 @@ void tcu_send(tcu_task_t *t, int peer, unsigned slot, const void *buf, size_t by
                              .memory_type = UCS_MEMORY_TYPE_HOST};
     void *r = ucp_tag_send_nbx(t->comm->eps[peer]->ep, bytes ? buf : &empty_message, bytes,
                                message_tag(t, t->rank, slot), &p);
-    track(t, r, peer, 1);
+    track(t, r, peer, 1, bytes);
 }
 
 /* A message already waiting is taken through a probe, which tells its length (UCX 1.13 leaves recv_info unset
- * when a receive completes at once); one still to come is checked by recv_done from the length kept in its request.
- * Either way one tag lookup: the probe removes what it finds. Nothing progresses the worker in between. */
+ * when a receive completes at once); one still to come is checked by recv_done. Either way one tag lookup: the
+ * probe removes what it finds. */
 void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
 {
     if (t->ucs_error || peer_unusable(t, peer))
@@ -141,6 +150,9 @@ void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
     void *into = bytes ? buf : &empty_message;
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg = ucp_tag_probe_nb(w, message_tag(t, peer, slot), UINT64_MAX, 1, &info);
+    t->posting = 1;
+    t->post_bytes = bytes;
+    t->post_peer = peer;
     void *r;
     if (msg != NULL) {
         note_short(t, info.length < bytes ? info.length : bytes, bytes, peer); /* longer: UCX's own error */
@@ -148,9 +160,8 @@ void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
     } else {
         r = ucp_tag_recv_nbx(w, into, bytes, message_tag(t, peer, slot), UINT64_MAX, &p);
     }
-    if (r != NULL && !UCS_PTR_IS_ERR(r)) /* its callback comes from a later progress call */
-        *(struct tcu_req_note *)r = (struct tcu_req_note){bytes, peer};
-    track(t, r, peer, 0);
+    t->posting = 0;
+    track(t, r, peer, 0, bytes);
 }
 
 void *tcu_scratch(tcu_task_t *t, size_t bytes)
@@ -452,7 +463,7 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     t->status = TCOMMS_IN_PROGRESS;
     t->ucs_error = 0;
     t->error_peer = -1;
-    t->pending = t->ready = t->nreqs = 0;
+    t->pending = t->ready = t->nreqs = t->posting = 0;
     t->held = 1;
     t->big = kind == TCU_KIND_COLL && is_big(c, a, t->esize);
     t->queued = t->big && !big_slot_free(c);

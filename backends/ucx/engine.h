@@ -53,6 +53,9 @@ struct tcu_task {
     int ucs_error;          /* first failed request's ucs_status_t (or TCU_ERR_SHORT_MESSAGE), 0 when none */
     int error_peer;         /* the peer of that request */
     int pending;            /* requests of the current round still in flight */
+    int posting;            /* inside tcu_recv's UCX call: a completion it runs there is for post_bytes/post_peer */
+    size_t post_bytes;
+    int post_peer;
     int ready;              /* set by completion callbacks: the round is over or a request failed */
     int held;               /* the caller still holds the handle */
     int big;                /* a collective whose message is at least TCU_BIG_BYTES (engine.c) */

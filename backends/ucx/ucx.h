@@ -27,18 +27,12 @@ static inline uint64_t tcu_tag(int kind, uint32_t cid, int src, uint32_t low)
            ((uint64_t)(uint32_t)src << TCU_SRC_SHIFT) | (low & 0xFFFFFFu);
 }
 
-/* What UCX keeps for us inside each of its requests (the context's request_size): a receive's posted length and
- * peer, so its completion can tell a short message (ranks whose counts differ) from a whole one. */
-struct tcu_req_note {
-    size_t bytes;
-    int peer;
-};
-
 /* A request in flight for a task (engine.c), with the peer it involves. */
 struct tcu_req {
     void *req;
     int peer;
     int send;
+    size_t bytes; /* a receive's posted length: a shorter message means the ranks' counts differ */
 };
 
 /* ---- the process-wide context ------------------------------------------------------------------------------- */
