@@ -77,6 +77,12 @@ static int mismatch_rank(int rank, int size, void *arg)
         return mrank_failf("FAIL rank %d, %s: tcomms_comm_create: %s", rank, p.backend, tcomms_last_error());
     size_t room = (size_t)size * 2 * N * sizeof(double);
     void *in = calloc(1, room), *out = calloc(1, room);
+    if (in == NULL || out == NULL) {
+        free(in);
+        free(out);
+        tcomms_comm_destroy(comm);
+        return mrank_failf("FAIL rank %d: out of memory for %zu-byte buffers", rank, room);
+    }
     int fails = 0;
     double t0 = mrank_now();
     st = call(comm, m, rank, in, out);
@@ -88,7 +94,7 @@ static int mismatch_rank(int rank, int size, void *arg)
     if (must_fail && (st == TCOMMS_SUCCESS || msg == NULL || *msg == '\0'))
         fails += mrank_failf("FAIL rank %d, %s, %s: status %d (\"%s\"), expected an error", rank, p.backend, m->what,
                              st, msg ? msg : "(null)");
-    else if (rank <= 1)
+    else
         mrank_logf("test_mismatch: %s, %s, rank %d: status %d after %.1f s: %s", p.backend, m->what, rank, st,
                    took, st == TCOMMS_SUCCESS ? "" : msg);
     if (took > OP_TIMEOUT_MS / 1000.0 + SLACK_S)
