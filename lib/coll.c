@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call_check.h"
 #include "comm.h"
 #include "error.h"
 #include "group.h"
@@ -18,6 +19,11 @@ static const char *const coll_names[TCOMMS_COLL_TYPE_COUNT] = {
     [TCOMMS_COLL_SCATTER] = "tcomms_scatter",               [TCOMMS_COLL_BARRIER] = "tcomms_barrier",
     [TCOMMS_COLL_SEND] = "tcomms_send",                     [TCOMMS_COLL_RECV] = "tcomms_recv",
 };
+
+const char *tc_coll_name(tcomms_coll_type_t type)
+{
+    return (unsigned)type < TCOMMS_COLL_TYPE_COUNT ? coll_names[type] : "tcomms operation";
+}
 
 /* a * b elements of esize bytes, or SIZE_MAX on overflow. */
 static size_t bytes_of(size_t a, size_t b, size_t esize)
@@ -232,6 +238,8 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     if (scratch == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "%s: out of memory", who);
     st = validate(comm, a, scratch);
+    if (st == TCOMMS_SUCCESS && comm->check_calls)
+        st = tc_check_call(comm, a, type);
     if (work == NULL)
         a->flags |= TCOMMS_COLL_FLAG_BLOCKING;
     int grouped = tc_group_active();

@@ -286,6 +286,10 @@ static tcomms_status_t read_params(tcomms_comm_t *comm, const tcomms_comm_params
     } else if ((st = tc_env_int("TCOMMS_TIMEOUT_MS", 1, UINT32_MAX, DEFAULT_TIMEOUT_MS, &timeout)) != 0)
         return st;
     comm->timeout_ms = (uint32_t)timeout;
+    long check = 0;
+    if ((st = tc_env_int("TCOMMS_CHECK_CALLS", 0, 1, 0, &check)) != TCOMMS_SUCCESS)
+        return st;
+    comm->check_calls = (int)check;
     if ((st = tcomms_hints_create(&comm->hints)) != TCOMMS_SUCCESS)
         return st;
     const char *env_hints = getenv("TCOMMS_HINTS");

@@ -3,6 +3,8 @@
 #ifndef TC_COMM_H
 #define TC_COMM_H
 
+#include <stdatomic.h>
+
 #include <tcomms/backend.h>
 
 #include "store.h"
@@ -38,6 +40,8 @@ struct tcomms_comm {
     tc_store_ref_t *store;
     char master_addr[256];
     uint64_t splits;   /* split calls so far: part of children's prefixes */
+    int check_calls;   /* TCOMMS_CHECK_CALLS, read by the root, inherited by splits (call_check.c) */
+    atomic_uint_least64_t calls_checked; /* the call check's sequence number */
     tc_slot_t slot[TCOMMS_DEVICE_TYPE_COUNT];
 };
 
@@ -61,6 +65,9 @@ tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t typ
 tcomms_status_t tc_comm_check_bound(const tcomms_comm_t *comm, const char *who);
 void tc_store_ref_release(tc_store_ref_t *ref);
 void tc_store_ref_acquire(tc_store_ref_t *ref);
+
+/* "tcomms_all_reduce" for TCOMMS_COLL_ALL_REDUCE, and so on (coll.c). */
+const char *tc_coll_name(tcomms_coll_type_t type);
 
 /* Timeout used when a blocking call waits on a backend: the operation's own plus a margin for the backend to
  * report its timeout first. */

@@ -31,6 +31,7 @@ const char *tcomms_strerror(tcomms_status_t status)
     case TCOMMS_ERR_INTERNAL: return "TCOMMS_ERR_INTERNAL: internal error";
     case TCOMMS_ERR_NOT_BOUND:
         return "TCOMMS_ERR_NOT_BOUND: the communicator is not bound to a device of that type";
+    case TCOMMS_ERR_MISMATCH: return "TCOMMS_ERR_MISMATCH: the ranks called a collective differently";
     }
     return "TCOMMS_ERR_UNKNOWN: unknown status";
 }

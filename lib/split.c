@@ -64,6 +64,7 @@ static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, const ch
     child->local_rank = parent->local_rank;
     child->device = parent->device;
     child->timeout_ms = parent->timeout_ms;
+    child->check_calls = parent->check_calls;
     snprintf(child->master_addr, sizeof(child->master_addr), "%s", parent->master_addr);
     memcpy(child->slot, parent->slot, sizeof(child->slot));
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
@@ -187,44 +188,40 @@ static tcomms_status_t exchange_color_key(tcomms_comm_t *parent, const char *pre
                                           color_key_t *all)
 {
     tcomms_store_t *store = parent->store->store;
-    size_t bytes = (size_t)parent->size * 2 * sizeof(int), len = 0;
-    int *table = NULL;
-    char k[TC_KEY_MAX];
-    tcomms_status_t st = TCOMMS_SUCCESS;
-    if (parent->rank != 0) {
-        int mine[2] = {color, key};
-        snprintf(k, sizeof(k), "%.*s%d", TC_SUBPREFIX_MAX, prefix, parent->rank);
-        st = tc_store_set(store, k, mine, sizeof(mine));
-        snprintf(k, sizeof(k), "%.*sall", TC_SUBPREFIX_MAX, prefix);
-        if (st == TCOMMS_SUCCESS &&
-            (st = tc_store_get(store, k, (void **)&table, &len, parent->timeout_ms)) != TCOMMS_SUCCESS)
-            tc_error_prefix(st, "waiting for every rank's color from parent rank 0: ");
-        if (st == TCOMMS_SUCCESS && len != bytes)
-            st = tc_error(TCOMMS_ERR_PROTOCOL, "store key %s holds %zu bytes, expected %zu", k, len, bytes);
-    } else if ((table = malloc(bytes)) == NULL) {
-        st = tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    } else {
-        table[0] = color;
-        table[1] = key;
-        for (int r = 1; r < parent->size && st == TCOMMS_SUCCESS; r++) {
-            void *v = NULL;
-            snprintf(k, sizeof(k), "%.*s%d", TC_SUBPREFIX_MAX, prefix, r);
-            if ((st = tc_store_get(store, k, &v, &len, parent->timeout_ms)) != TCOMMS_SUCCESS)
-                tc_error_prefix(st, "waiting for parent rank %d's color: ", r);
-            if (st == TCOMMS_SUCCESS && len != 2 * sizeof(int))
-                st = tc_error(TCOMMS_ERR_PROTOCOL, "store key %s holds %zu bytes, expected %zu", k, len,
-                              2 * sizeof(int));
-            if (st == TCOMMS_SUCCESS)
-                memcpy(table + 2 * r, v, 2 * sizeof(int));
-            free(v);
+    int n = parent->size, mine[2] = {color, key}, missing = 0, *table = NULL;
+    size_t bytes = (size_t)n * sizeof(mine), len = 0;
+    void **vals = calloc((size_t)n, sizeof(*vals));
+    size_t *lens = calloc((size_t)n, sizeof(*lens));
+    tcomms_status_t st = vals && lens ? TCOMMS_SUCCESS : tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    if (st == TCOMMS_SUCCESS && (st = tc_store_gather0(store, prefix, parent->rank, n, mine, sizeof(mine),
+                                                       parent->timeout_ms, vals, lens, &missing)) != TCOMMS_SUCCESS)
+        tc_error_prefix(st, "waiting for parent rank %d's color: ", missing);
+    if (st == TCOMMS_SUCCESS && parent->rank == 0) {
+        len = bytes;
+        if ((table = malloc(bytes)) == NULL)
+            st = tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+        for (int r = 0; r < n && st == TCOMMS_SUCCESS; r++) {
+            if (lens[r] != sizeof(mine))
+                st = tc_error(TCOMMS_ERR_PROTOCOL, "parent rank %d's color takes %zu bytes, expected %zu", r,
+                              lens[r], sizeof(mine));
+            else
+                memcpy(table + 2 * r, vals[r], sizeof(mine));
         }
-        snprintf(k, sizeof(k), "%.*sall", TC_SUBPREFIX_MAX, prefix);
-        if (st == TCOMMS_SUCCESS)
-            st = tc_store_set(store, k, table, bytes);
+        tc_store_free_values(vals, n);
     }
-    for (int r = 0; r < parent->size && st == TCOMMS_SUCCESS; r++)
+    if (st == TCOMMS_SUCCESS &&
+        (st = tc_store_bcast0(store, prefix, parent->rank, (void **)&table, &len, parent->timeout_ms)) !=
+            TCOMMS_SUCCESS)
+        tc_error_prefix(st, parent->rank ? "waiting for every rank's color from parent rank 0: "
+                                         : "publishing every rank's color: ");
+    if (st == TCOMMS_SUCCESS && len != bytes)
+        st = tc_error(TCOMMS_ERR_PROTOCOL, "the color table from parent rank 0 holds %zu bytes, expected %zu", len,
+                      bytes);
+    for (int r = 0; r < n && st == TCOMMS_SUCCESS; r++)
         all[r] = (color_key_t){table[2 * r], table[2 * r + 1], r};
     free(table);
+    free(vals);
+    free(lens);
     return st;
 }
 

@@ -40,6 +40,15 @@ tcomms_status_t tc_store_add(tcomms_store_t *s, const char *key, int64_t delta, 
 tcomms_status_t tc_store_del(tcomms_store_t *s, const char *key);
 /* Delete every key starting with `prefix` (a user store without this ability: TCOMMS_ERR_NOT_SUPPORTED). */
 tcomms_status_t tc_store_del_prefix(tcomms_store_t *s, const char *prefix);
+/* Through rank 0 (store_coll.c). gather0: every other rank sets "<prefix><rank>" to its `len` bytes; rank 0 gets
+ * them all, vals[r] and lens[r] for r < size (malloc'ed, vals[0] a copy of its own; free them with
+ * tc_store_free_values). A rank that does not arrive within timeout_ms: the store's status, *missing = that rank.
+ * bcast0: rank 0 sets "<prefix>all" to *val; every other rank waits for it, *val a malloc'ed copy. */
+tcomms_status_t tc_store_gather0(tcomms_store_t *s, const char *prefix, int rank, int size, const void *mine,
+                                 size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing);
+tcomms_status_t tc_store_bcast0(tcomms_store_t *s, const char *prefix, int rank, void **val, size_t *len,
+                                uint32_t timeout_ms);
+void tc_store_free_values(void **vals, int n);
 /* Number of keys held by the server (TCP store only), for tests and leak checks. */
 tcomms_status_t tc_store_num_keys(tcomms_store_t *s, int64_t *count);
 

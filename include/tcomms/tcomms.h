@@ -42,7 +42,8 @@ typedef enum tcomms_status {
     TCOMMS_ERR_ABI = -12,                   /* a backend module was built for another ABI version */
     TCOMMS_ERR_NOT_FOUND = -13,             /* a store key does not exist */
     TCOMMS_ERR_INTERNAL = -14,
-    TCOMMS_ERR_NOT_BOUND = -15              /* the communicator is not bound to a device of that type (split, ops) */
+    TCOMMS_ERR_NOT_BOUND = -15,             /* the communicator is not bound to a device of that type (split, ops) */
+    TCOMMS_ERR_MISMATCH = -16               /* ranks called a collective differently (the TCOMMS_CHECK_CALLS check) */
 } tcomms_status_t;
 
 /* A static string naming `status` ("TCOMMS_ERR_TIMEOUT: operation timed out"); never NULL. */

@@ -329,6 +329,37 @@ int nt_mixed(int rank, int size, void *arg)
     return fails + nt_destroy(c, rank);
 }
 
+/* ---- the call check (TCOMMS_CHECK_CALLS) ---------------------------------------------------------------------- */
+
+/* Unchecked, NCCL hangs on disagreeing counts and reduces garbage on disagreeing ops. Checked, every rank gets
+ * TCOMMS_ERR_MISMATCH before anything is launched, and the communicator goes on working. */
+int nt_call_check(int rank, int size, void *arg)
+{
+    (void)arg;
+    enum { N = 1000 };
+    setenv("TCOMMS_CHECK_CALLS", "1", 1);
+    tcomms_comm_t *c = NULL;
+    if (gpu_bind(rank % gpu_count) || nt_create(&c, "nccl", -1, NULL, NULL))
+        return 1;
+    float *d = NULL;
+    if (gpu_alloc_f32(&d, 2 * N))
+        return 1 + nt_destroy(c, rank);
+    int fails = 0;
+    tcomms_status_t st = tcomms_all_reduce(c, d, d, rank == 0 ? N : 2 * N, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL);
+    if (st != TCOMMS_ERR_MISMATCH || !strstr(tcomms_last_error(), "count 2000"))
+        fails += mrank_failf("FAIL rank %d: counts 1000 and 2000: %s (%s), expected TCOMMS_ERR_MISMATCH", rank,
+                             tcomms_strerror(st), tcomms_last_error());
+    fails += nt_all_reduce_check(c, rank, size, N, "all_reduce after a count mismatch");
+    st = tcomms_all_reduce(c, d, d, N, TCOMMS_FLOAT32, rank == size - 1 ? TCOMMS_MAX : TCOMMS_SUM, NULL, NULL);
+    if (st != TCOMMS_ERR_MISMATCH || !strstr(tcomms_last_error(), "on cuda (count 1000, float32, max)"))
+        fails += mrank_failf("FAIL rank %d: ops sum and max: %s (%s), expected TCOMMS_ERR_MISMATCH", rank,
+                             tcomms_strerror(st), tcomms_last_error());
+    fails += nt_all_reduce_check(c, rank, size, N, "all_reduce after an op mismatch");
+    CU(cudaFree(d));
+    unsetenv("TCOMMS_CHECK_CALLS");
+    return fails + nt_destroy(c, rank);
+}
+
 /* ---- grouped point-to-point and coalesced collectives --------------------------------------------------------- */
 
 static double ring_value(size_t i, const void *arg)

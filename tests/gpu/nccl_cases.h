@@ -1,6 +1,7 @@
 /* The rank functions of test_nccl (one per Check test, run in every forked rank) and the helpers they share.
- * nccl_cases.c: init, split, binding, mixed, groups, registration; nccl_streams.c: streams, graphs, timeouts;
- * nccl_death.c: a rank lost inside ncclCommSplit; nccl_ce.c: copy-engine collectives between windows. */
+ * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams,
+ * graphs, timeouts; nccl_death.c: a rank lost inside ncclCommSplit; nccl_ce.c: copy-engine collectives between
+ * windows. */
 #ifndef TESTS_GPU_NCCL_CASES_H
 #define TESTS_GPU_NCCL_CASES_H
 
@@ -39,6 +40,7 @@ int nt_split_hints(int rank, int size, void *arg);
 int nt_split_vote(int rank, int size, void *arg);
 int nt_unbound(int rank, int size, void *arg);
 int nt_mixed(int rank, int size, void *arg);
+int nt_call_check(int rank, int size, void *arg);
 int nt_group_ring(int rank, int size, void *arg);
 int nt_registration(int rank, int size, void *arg);
 int nt_copy_engine(int rank, int size, void *arg);

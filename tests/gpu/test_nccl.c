@@ -1,8 +1,8 @@
 /* NCCL backend behaviour on GPUs (issue 5), one forked rank per GPU (tests/mrank.c), 2 ranks and 4 when 4 GPUs are
  * visible: eager init and binding, split with hints, unbound parents, stream semantics of wait and synchronize,
- * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, grouped
- * send/recv, buffer registration, copy-engine collectives between windows, and a rank dying inside
- * ncclCommSplit. Without 2 GPUs it exits 77 (skip) saying why. */
+ * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, the call
+ * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, and
+ * a rank dying inside ncclCommSplit. Without 2 GPUs it exits 77 (skip) saying why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -131,6 +131,7 @@ NCCL_TEST(stream_semantics)
 NCCL_TEST(graph_capture)
 NCCL_TEST(peer_timeout)
 NCCL_TEST(mixed)
+NCCL_TEST(call_check)
 NCCL_TEST(group_ring)
 NCCL_TEST(registration)
 NCCL_TEST(copy_engine)
@@ -176,6 +177,7 @@ int main(void)
     tcase_add_loop_test(tc, test_graph_capture, 0, nsizes);
     tcase_add_loop_test(tc, test_peer_timeout, 0, nsizes);
     tcase_add_loop_test(tc, test_mixed, 0, nsizes);
+    tcase_add_loop_test(tc, test_call_check, 0, nsizes);
     tcase_add_loop_test(tc, test_group_ring, 0, nsizes);
     tcase_add_loop_test(tc, test_registration, 0, nsizes);
     tcase_add_loop_test(tc, test_copy_engine, 0, nsizes);
