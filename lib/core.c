@@ -60,4 +60,5 @@ const tcomms_core_t tc_core = {
     .hints_get = core_hints_get,
     .hints_count = core_hints_count,
     .hints_entry = tcomms_hints_entry,
+    .store_allgather = tc_store_allgather,
 };

@@ -181,45 +181,36 @@ static int by_key_then_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-/* Every rank's (color, key) through the store. The others set theirs; parent rank 0 reads them and publishes the
- * whole table under one key, which the others read. That is about 3N store requests for a split of N ranks where
- * every rank reading every key would be N^2: at thousands of ranks, minutes of the store server's time per split. */
+/* Every rank's (color, key) through the store, by way of parent rank 0 (tc_store_allgather): about 3N store
+ * requests for a split of N ranks where every rank reading every key would be N^2, at thousands of ranks minutes of
+ * the store server's time per split. */
 static tcomms_status_t exchange_color_key(tcomms_comm_t *parent, const char *prefix, int color, int key,
                                           color_key_t *all)
 {
-    tcomms_store_t *store = parent->store->store;
-    int n = parent->size, mine[2] = {color, key}, missing = 0, *table = NULL;
-    size_t bytes = (size_t)n * sizeof(mine), len = 0;
+    int n = parent->size, mine[2] = {color, key}, missing = -1;
     void **vals = calloc((size_t)n, sizeof(*vals));
     size_t *lens = calloc((size_t)n, sizeof(*lens));
     tcomms_status_t st = vals && lens ? TCOMMS_SUCCESS : tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    if (st == TCOMMS_SUCCESS && (st = tc_store_gather0(store, prefix, parent->rank, n, mine, sizeof(mine),
-                                                       parent->timeout_ms, vals, lens, &missing)) != TCOMMS_SUCCESS)
-        tc_error_prefix(st, "waiting for parent rank %d's color: ", missing);
-    if (st == TCOMMS_SUCCESS && parent->rank == 0) {
-        len = bytes;
-        if ((table = malloc(bytes)) == NULL)
-            st = tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-        for (int r = 0; r < n && st == TCOMMS_SUCCESS; r++) {
-            if (lens[r] != sizeof(mine))
-                st = tc_error(TCOMMS_ERR_PROTOCOL, "parent rank %d's color takes %zu bytes, expected %zu", r,
-                              lens[r], sizeof(mine));
-            else
-                memcpy(table + 2 * r, vals[r], sizeof(mine));
-        }
-        tc_store_free_values(vals, n);
+    if (st == TCOMMS_SUCCESS && (st = tc_store_allgather(parent->store->store, prefix, parent->rank, n, mine,
+                                                         sizeof(mine), parent->timeout_ms, vals, lens, &missing)) !=
+                                    TCOMMS_SUCCESS) {
+        if (missing > 0)
+            tc_error_prefix(st, "waiting for parent rank %d's color: ", missing);
+        else if (missing == 0)
+            tc_error_prefix(st, "waiting for every rank's color from parent rank 0: ");
     }
-    if (st == TCOMMS_SUCCESS &&
-        (st = tc_store_bcast0(store, prefix, parent->rank, (void **)&table, &len, parent->timeout_ms)) !=
-            TCOMMS_SUCCESS)
-        tc_error_prefix(st, parent->rank ? "waiting for every rank's color from parent rank 0: "
-                                         : "publishing every rank's color: ");
-    if (st == TCOMMS_SUCCESS && len != bytes)
-        st = tc_error(TCOMMS_ERR_PROTOCOL, "the color table from parent rank 0 holds %zu bytes, expected %zu", len,
-                      bytes);
-    for (int r = 0; r < n && st == TCOMMS_SUCCESS; r++)
-        all[r] = (color_key_t){table[2 * r], table[2 * r + 1], r};
-    free(table);
+    for (int r = 0; r < n && st == TCOMMS_SUCCESS; r++) {
+        int ck[2];
+        if (lens[r] != sizeof(ck)) {
+            st = tc_error(TCOMMS_ERR_PROTOCOL, "parent rank %d's color takes %zu bytes, expected %zu", r, lens[r],
+                          sizeof(ck));
+        } else {
+            memcpy(ck, vals[r], sizeof(ck));
+            all[r] = (color_key_t){ck[0], ck[1], r};
+        }
+    }
+    if (vals != NULL)
+        tc_store_free_values(vals, n);
     free(vals);
     free(lens);
     return st;

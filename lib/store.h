@@ -48,6 +48,10 @@ tcomms_status_t tc_store_gather0(tcomms_store_t *s, const char *prefix, int rank
                                  size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing);
 tcomms_status_t tc_store_bcast0(tcomms_store_t *s, const char *prefix, int rank, void **val, size_t *len,
                                 uint32_t timeout_ms);
+/* Every rank's value on every rank, through rank 0 (gather0, then one table through bcast0): vals[r] and lens[r]
+ * for r < size, malloc'ed. On failure *missing is the rank waited for (rank 0 waits for each, the others for 0). */
+tcomms_status_t tc_store_allgather(tcomms_store_t *s, const char *prefix, int rank, int size, const void *mine,
+                                   size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing);
 void tc_store_free_values(void **vals, int n);
 /* Number of keys held by the server (TCP store only), for tests and leak checks. */
 tcomms_status_t tc_store_num_keys(tcomms_store_t *s, int64_t *count);

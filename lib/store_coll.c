@@ -1,6 +1,8 @@
 /* Small exchanges over the store through rank 0, for agreements that must not cost N^2 store requests: every
  * other rank sets one key and reads one key, rank 0 reads N - 1 keys and sets one (3N requests in all). Used by
- * split_color (the color table) and the call check (descriptions of a call, then the verdict). */
+ * split_color (the color table), the call check (descriptions of a call, then the verdict), and through the core
+ * table by backends (UCX's worker addresses). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,70 @@ tcomms_status_t tc_store_bcast0(tcomms_store_t *s, const char *prefix, int rank,
         return tc_store_set(s, key, *val, *len);
     *val = NULL;
     return tc_store_get(s, key, val, len, timeout_ms);
+}
+
+/* The table rank 0 publishes: size lengths (uint64_t), then the values one after the other. */
+static void *pack(void *const *vals, const size_t *lens, int size, size_t *out_len)
+{
+    size_t total = (size_t)size * sizeof(uint64_t);
+    for (int r = 0; r < size; r++)
+        total += lens[r];
+    unsigned char *t = malloc(total), *at = t + (size_t)size * sizeof(uint64_t);
+    if (t == NULL)
+        return NULL;
+    for (int r = 0; r < size; r++) {
+        uint64_t l = lens[r];
+        memcpy(t + (size_t)r * sizeof(l), &l, sizeof(l));
+        memcpy(at, vals[r], lens[r]);
+        at += lens[r];
+    }
+    *out_len = total;
+    return t;
+}
+
+static tcomms_status_t unpack(const unsigned char *t, size_t len, int size, void **vals, size_t *lens)
+{
+    size_t head = (size_t)size * sizeof(uint64_t), at = head;
+    for (int r = 0; r < size && len >= head; r++) {
+        uint64_t l;
+        memcpy(&l, t + (size_t)r * sizeof(l), sizeof(l));
+        if (l > len - at)
+            break;
+        if ((vals[r] = malloc(l ? l : 1)) == NULL) {
+            tc_store_free_values(vals, r);
+            return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+        }
+        memcpy(vals[r], t + at, l);
+        lens[r] = l;
+        at += l;
+        if (r == size - 1 && at == len)
+            return TCOMMS_SUCCESS;
+    }
+    tc_store_free_values(vals, size);
+    return tc_error(TCOMMS_ERR_PROTOCOL, "rank 0's table of %d values is malformed (%zu bytes)", size, len);
+}
+
+tcomms_status_t tc_store_allgather(tcomms_store_t *s, const char *prefix, int rank, int size, const void *mine,
+                                   size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing)
+{
+    memset(vals, 0, (size_t)size * sizeof(*vals));
+    *missing = -1;
+    tcomms_status_t st = tc_store_gather0(s, prefix, rank, size, mine, len, timeout_ms, vals, lens, missing);
+    void *table = NULL;
+    size_t tlen = 0;
+    if (st == TCOMMS_SUCCESS && rank == 0) {
+        table = pack(vals, lens, size, &tlen);
+        tc_store_free_values(vals, size);
+        st = table ? tc_store_bcast0(s, prefix, rank, &table, &tlen, timeout_ms)
+                   : tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    } else if (st == TCOMMS_SUCCESS && (st = tc_store_bcast0(s, prefix, rank, &table, &tlen, timeout_ms)) !=
+                                           TCOMMS_SUCCESS) {
+        *missing = 0;
+    }
+    if (st == TCOMMS_SUCCESS)
+        st = unpack(table, tlen, size, vals, lens);
+    free(table);
+    return st;
 }
 
 void tc_store_free_values(void **vals, int n)

@@ -23,7 +23,8 @@ AM_TESTS_ENVIRONMENT = \
 	unset TCOMMS_BACKEND TCOMMS_HINTS TCOMMS_RANK TCOMMS_SIZE RANK WORLD_SIZE OMPI_COMM_WORLD_RANK SLURM_PROCID;
 
 if HAVE_CHECK
-unit_tests = tests/test_dtype tests/test_hints tests/test_env tests/test_error tests/test_store tests/test_loader
+unit_tests = tests/test_dtype tests/test_hints tests/test_env tests/test_error tests/test_store tests/test_store_coll \
+	tests/test_loader
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -47,6 +48,10 @@ tests_test_store_SOURCES = tests/test_store.c
 tests_test_store_CFLAGS = $(unit_cflags)
 tests_test_store_CPPFLAGS = $(unit_cppflags)
 tests_test_store_LDADD = $(unit_ldadd)
+tests_test_store_coll_SOURCES = tests/test_store_coll.c
+tests_test_store_coll_CFLAGS = $(unit_cflags)
+tests_test_store_coll_CPPFLAGS = $(unit_cppflags)
+tests_test_store_coll_LDADD = $(unit_ldadd)
 tests_test_loader_SOURCES = tests/test_loader.c
 tests_test_loader_CFLAGS = $(unit_cflags)
 tests_test_loader_CPPFLAGS = $(unit_cppflags)

@@ -56,50 +56,55 @@ static tcomms_status_t run_now(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     return st;
 }
 
-/* Publish our address and proposal under the communicator's prefix, read every member's, connect to each. *cold
- * tells whether any member still needs the transport warm-up. */
+/* Every member's address and proposal through the store, by way of rank 0 (core->store_allgather: about 3N store
+ * requests, where every rank reading every rank's key was N^2), then an endpoint to each. *cold tells whether any
+ * member still needs the transport warm-up. */
 static tcomms_status_t exchange_addresses(tcu_comm_t *c, const tcomms_backend_comm_args_t *args, uint32_t *cid,
                                           int *cold)
 {
     tcu_ctx_t *x = c->ctx;
-    char key[512];
+    char prefix[512];
     size_t len = sizeof(struct addr_record) + x->addr_len;
     unsigned char *mine = malloc(len);
-    if (mine == NULL)
-        return c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx: out of memory for the address record");
+    void **vals = calloc((size_t)c->size, sizeof(*vals));
+    size_t *lens = calloc((size_t)c->size, sizeof(*lens));
+    int missing = -1;
+    tcomms_status_t st = mine && vals && lens ? TCOMMS_SUCCESS
+                                             : c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx: out of memory for addresses");
     struct addr_record rec = {ADDR_MAGIC, next_cid, !x->warm, 0};
     *cold = !x->warm;
-    memcpy(mine, &rec, sizeof(rec));
-    memcpy(mine + sizeof(rec), x->addr, x->addr_len);
-    snprintf(key, sizeof(key), "%s/w%d", args->prefix, c->rank);
-    tcomms_status_t st = c->core->store_set(args->store, key, mine, len);
-    free(mine);
     *cid = next_cid;
+    snprintf(prefix, sizeof(prefix), "%s/w", args->prefix);
+    if (st == TCOMMS_SUCCESS) {
+        memcpy(mine, &rec, sizeof(rec));
+        memcpy(mine + sizeof(rec), x->addr, x->addr_len);
+        /* on failure the store's message names the key waited for, "<prefix>/w<rank>" or "<prefix>/wall" */
+        st = c->core->store_allgather(args->store, prefix, c->rank, c->size, mine, len, args->timeout_ms, vals, lens,
+                                      &missing);
+    }
     for (int r = 0; r < c->size && st == TCOMMS_SUCCESS; r++) {
         if (r == c->rank)
             continue;
-        void *v = NULL;
-        size_t vlen = 0;
-        snprintf(key, sizeof(key), "%s/w%d", args->prefix, r);
-        st = c->core->store_get(args->store, key, &v, &vlen, args->timeout_ms);
-        if (st != TCOMMS_SUCCESS)
-            break;
-        memcpy(&rec, v, vlen >= sizeof(rec) ? sizeof(rec) : 0);
-        if (vlen <= sizeof(rec) || rec.magic != ADDR_MAGIC) {
-            st = c->core->error(TCOMMS_ERR_PROTOCOL, "ucx: store key '%s' does not hold a UCX worker address "
-                                "(%zu bytes)", key, vlen);
+        memcpy(&rec, vals[r], lens[r] >= sizeof(rec) ? sizeof(rec) : 0);
+        if (lens[r] <= sizeof(rec) || rec.magic != ADDR_MAGIC) {
+            st = c->core->error(TCOMMS_ERR_PROTOCOL, "ucx: rank %d's record does not hold a UCX worker address "
+                                "(%zu bytes)", r, lens[r]);
         } else {
             if (rec.next_cid > *cid)
                 *cid = rec.next_cid;
             *cold |= rec.cold != 0;
             pthread_mutex_lock(&x->lock);
-            c->eps[r] = tcu_ep_get(x, (unsigned char *)v + sizeof(rec), vlen - sizeof(rec));
+            c->eps[r] = tcu_ep_get(x, (unsigned char *)vals[r] + sizeof(rec), lens[r] - sizeof(rec));
             pthread_mutex_unlock(&x->lock);
             if (c->eps[r] == NULL)
                 st = TCOMMS_ERR_SYSTEM; /* tcu_ep_get set the message */
         }
-        free(v);
     }
+    for (int r = 0; vals != NULL && r < c->size; r++)
+        free(vals[r]);
+    free(vals);
+    free(lens);
+    free(mine);
     return st;
 }
 

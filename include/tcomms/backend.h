@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
-#define TCOMMS_BACKEND_ABI_VERSION 3u
+#define TCOMMS_BACKEND_ABI_VERSION 4u
 
 #define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
 
@@ -65,6 +65,12 @@ typedef struct tcomms_core {
      * know at creation. */
     size_t (*hints_count)(const tcomms_hints_t *hints);
     tcomms_status_t (*hints_entry)(const tcomms_hints_t *hints, size_t i, const char **key, const char **value);
+    /* (ABI 4) Every rank's `len` bytes on every one of `size` ranks, through rank 0, under keys starting with
+     * `prefix`: about 3N store requests instead of the N^2 of every rank reading every key. vals[r] and lens[r]
+     * for r < size, each malloc'ed (the caller frees them). On failure, *missing is the rank waited for (rank 0
+     * waits for each rank, the others for rank 0), -1 for none. */
+    tcomms_status_t (*store_allgather)(tcomms_store_t *s, const char *prefix, int rank, int size, const void *mine,
+                                       size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing);
 } tcomms_core_t;
 
 /* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent
