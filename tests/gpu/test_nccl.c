@@ -1,8 +1,8 @@
 /* NCCL backend behaviour on GPUs (issue 5), one forked rank per GPU (tests/mrank.c), 2 ranks and 4 when 4 GPUs are
  * visible: eager init and binding, split with hints, unbound parents, stream semantics of wait and synchronize,
  * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, the call
- * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, and
- * a rank dying inside ncclCommSplit. Without 2 GPUs it exits 77 (skip) saying why. */
+ * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, a
+ * rank dying inside ncclCommSplit, and launches NCCL refuses. Without 2 GPUs it exits 77 (skip) saying why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -136,6 +136,7 @@ NCCL_TEST(group_ring)
 NCCL_TEST(registration)
 NCCL_TEST(copy_engine)
 NCCL_TEST(split_stall)
+NCCL_TEST(launch_failure)
 
 START_TEST(test_split_death_member)
 {
@@ -184,6 +185,7 @@ int main(void)
     tcase_add_loop_test(tc, test_split_death_member, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_nonmember, 0, nsizes);
     tcase_add_loop_test(tc, test_split_stall, 0, nsizes);
+    tcase_add_loop_test(tc, test_launch_failure, 0, nsizes);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

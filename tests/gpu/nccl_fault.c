@@ -1,0 +1,84 @@
+/* test_nccl's launch failures. The test program defines ncclAllReduce itself (exported, like nccl_death.c's
+ * ncclCommSplit), so a rank can make the module's next launch fail as NCCL would refuse it; every other call goes
+ * on to NCCL's own. A refusal that leaves the communicator usable (ncclInvalidArgument, on every rank) is
+ * TCOMMS_ERR_INVALID_ARG and the next call works. One after which NCCL wants an abort (ncclSystemError, on the
+ * last rank only) is TCOMMS_ERR_SYSTEM there and aborts its communicator (later calls TCOMMS_ERR_ABORTED); the
+ * other ranks' all_reduce, which waits for it, is aborted by their watchdog at the timeout. */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdio.h>
+
+#include "../mrank.h"
+#include "gpu_util.h"
+#include "nccl_cases.h"
+
+#define FAULT_TIMEOUT_MS 3000u
+#define NCCL_SYSTEM_ERROR 2     /* ncclSystemError */
+#define NCCL_INVALID_ARGUMENT 4 /* ncclInvalidArgument */
+
+static int fail_next; /* the ncclResult_t the next ncclAllReduce returns without launching; 0 = none */
+
+/* NCCL's signature with its types as the ABI passes them (enums as int, pointers), so nccl.h is not needed. */
+typedef int (*all_reduce_fn_t)(const void *, void *, size_t, int, int, void *, void *);
+
+int ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, int datatype, int op, void *comm,
+                  void *stream);
+int ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, int datatype, int op, void *comm, void *stream)
+{
+    static all_reduce_fn_t real;
+    if (fail_next) {
+        int r = fail_next;
+        fail_next = 0;
+        return r;
+    }
+    if (real == NULL) {
+        void *lib = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+        void *sym = lib ? dlsym(lib, "ncclAllReduce") : NULL;
+        *(void **)&real = sym; /* POSIX: dlsym's object pointer holds the function's address */
+    }
+    return real ? real(sendbuff, recvbuff, count, datatype, op, comm, stream) : 3; /* 3: ncclInternalError */
+}
+
+int nt_launch_failure(int rank, int size, void *arg)
+{
+    (void)arg;
+    enum { N = 256 };
+    int victim = size - 1;
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT | TCOMMS_COMM_PARAM_DEVICE;
+    p.backend = "nccl";
+    p.timeout_ms = FAULT_TIMEOUT_MS;
+    p.device.type = TCOMMS_DEVICE_CUDA;
+    p.device.index = -1;
+    tcomms_comm_t *c = NULL;
+    float *d = NULL;
+    if (gpu_bind(rank % gpu_count) || nt_expect(tcomms_comm_create(&p, &c), TCOMMS_SUCCESS, rank, "create"))
+        return 1;
+    if (gpu_alloc_f32(&d, N))
+        return 1 + nt_destroy(c, rank);
+    fail_next = NCCL_INVALID_ARGUMENT;
+    int fails = nt_expect(tcomms_all_reduce(c, d, d, N, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL),
+                          TCOMMS_ERR_INVALID_ARG, rank, "all_reduce refused with ncclInvalidArgument");
+    fails += nt_all_reduce_check(c, rank, size, N, "all_reduce after ncclInvalidArgument");
+    fail_next = rank == victim ? NCCL_SYSTEM_ERROR : 0;
+    double t0 = mrank_now();
+    tcomms_status_t st = tcomms_all_reduce(c, d, d, N, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL);
+    if (rank == victim)
+        fails += nt_expect(st, TCOMMS_ERR_SYSTEM, rank, "all_reduce refused with ncclSystemError");
+    else /* stream-ordered: posted; the watchdog aborts it at the deadline, and the stream drains */
+        fails += nt_expect(st, TCOMMS_SUCCESS, rank, "all_reduce whose peer's launch failed");
+    double bound = FAULT_TIMEOUT_MS / 1000.0 + 5;
+    while (cudaStreamQuery(0) == cudaErrorNotReady && mrank_now() - t0 < bound)
+        mrank_sleep_ms(10);
+    if (cudaStreamQuery(0) == cudaErrorNotReady)
+        fails += mrank_failf("FAIL rank %d: launch_failure: the stream still waits %.0f s on (timeout %.1f s)", rank,
+                             bound, FAULT_TIMEOUT_MS / 1000.0);
+    mrank_sleep_ms(rank == victim ? 0 : 300); /* past the watchdog's next round */
+    fails += nt_expect(tcomms_all_reduce(c, d, d, N, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL), TCOMMS_ERR_ABORTED,
+                       rank, "all_reduce after the failed launch");
+    mrank_logf("test_nccl launch_failure rank %d: %s after %.2f s; then %s", rank, tcomms_strerror(st),
+               mrank_now() - t0, tcomms_last_error());
+    if (!fails) /* cudaFree waits for the device: not while a kernel may be stuck */
+        CU(cudaFree(d));
+    return fails + nt_destroy(c, rank);
+}
