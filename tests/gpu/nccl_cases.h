@@ -6,6 +6,7 @@
 #define TESTS_GPU_NCCL_CASES_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <tcomms/tcomms.h>
 
 #define NT_OP_TIMEOUT_MS 60000u /* the communicators' default: a broken rank fails the others, never hangs them */
@@ -21,6 +22,9 @@ int nt_expect(tcomms_status_t got, tcomms_status_t want, int rank, const char *w
  * failure 1, logged unless `status` is given (then *status says why, for callers that may skip). */
 int nt_create(tcomms_comm_t **out, const char *backend, int cuda_index, const tcomms_hints_t *hints,
               tcomms_status_t *status);
+/* An nccl communicator on this rank's GPU (cuda:-1, bound first) with `timeout_ms` and optional hints; 0 when
+ * made, else 1, logged. */
+int nt_on_gpu(int rank, uint32_t timeout_ms, const tcomms_hints_t *hints, tcomms_comm_t **out);
 /* Destroy (NULL is fine); 1 when destroy failed. */
 int nt_destroy(tcomms_comm_t *comm, int rank);
 

@@ -36,23 +36,6 @@ int ncclCommSplit(void *comm, int color, int key, void **newcomm, void *config)
     return real ? real(comm, color, key, newcomm, config) : 3; /* 3: ncclInternalError */
 }
 
-/* A parent on this rank's GPU with DEATH_TIMEOUT_MS and optional hints; 0 when made. */
-static int parent_on_gpu(int rank, const tcomms_hints_t *hints, tcomms_comm_t **parent)
-{
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT | TCOMMS_COMM_PARAM_DEVICE;
-    p.backend = "nccl";
-    p.timeout_ms = DEATH_TIMEOUT_MS;
-    p.device.type = TCOMMS_DEVICE_CUDA;
-    p.device.index = -1;
-    if (hints) {
-        p.field_mask |= TCOMMS_COMM_PARAM_HINTS;
-        p.hints = hints;
-    }
-    *parent = NULL;
-    return gpu_bind(rank % gpu_count) || nt_expect(tcomms_comm_create(&p, parent), TCOMMS_SUCCESS, rank, "create");
-}
-
 /* The parent on every rank's GPU with a short timeout; rank size-1 (never rank 0, whose process serves the store)
  * dies inside the split, as a member of it (`member`) or as its only non-member. Every survivor is a member:
  * NCCL 2.28 itself crashes in a surviving non-member (its NCCL_SPLIT_NOCOLOR job has no communicator, and the
@@ -61,7 +44,7 @@ static int split_death(int rank, int size, int member)
 {
     int victim = size - 1, ranks[8], n = member ? size : size - 1;
     tcomms_comm_t *parent = NULL, *child = NULL;
-    if (parent_on_gpu(rank, NULL, &parent))
+    if (nt_on_gpu(rank, DEATH_TIMEOUT_MS, NULL, &parent))
         return 1;
     int fails = nt_all_reduce_check(parent, rank, size, 256, "parent all_reduce before the split");
     for (int k = 0; k < n; k++)
@@ -117,7 +100,7 @@ int nt_split_stall(int rank, int size, void *arg)
     int victim = size - 1, ranks[8];
     tcomms_hints_t *h = nonblocking();
     tcomms_comm_t *parent = NULL, *child = NULL;
-    if (h == NULL || parent_on_gpu(rank, h, &parent)) {
+    if (h == NULL || nt_on_gpu(rank, DEATH_TIMEOUT_MS, h, &parent)) {
         tcomms_hints_free(h);
         return 1;
     }

@@ -46,15 +46,9 @@ int nt_launch_failure(int rank, int size, void *arg)
     (void)arg;
     enum { N = 256 };
     int victim = size - 1;
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT | TCOMMS_COMM_PARAM_DEVICE;
-    p.backend = "nccl";
-    p.timeout_ms = FAULT_TIMEOUT_MS;
-    p.device.type = TCOMMS_DEVICE_CUDA;
-    p.device.index = -1;
     tcomms_comm_t *c = NULL;
     float *d = NULL;
-    if (gpu_bind(rank % gpu_count) || nt_expect(tcomms_comm_create(&p, &c), TCOMMS_SUCCESS, rank, "create"))
+    if (nt_on_gpu(rank, FAULT_TIMEOUT_MS, NULL, &c))
         return 1;
     if (gpu_alloc_f32(&d, N))
         return 1 + nt_destroy(c, rank);

@@ -61,6 +61,22 @@ int nt_create(tcomms_comm_t **out, const char *backend, int cuda_index, const tc
     return 1;
 }
 
+int nt_on_gpu(int rank, uint32_t timeout_ms, const tcomms_hints_t *hints, tcomms_comm_t **out)
+{
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT | TCOMMS_COMM_PARAM_DEVICE;
+    p.backend = "nccl";
+    p.timeout_ms = timeout_ms;
+    p.device.type = TCOMMS_DEVICE_CUDA;
+    p.device.index = -1;
+    if (hints) {
+        p.field_mask |= TCOMMS_COMM_PARAM_HINTS;
+        p.hints = hints;
+    }
+    *out = NULL;
+    return gpu_bind(rank % gpu_count) || nt_expect(tcomms_comm_create(&p, out), TCOMMS_SUCCESS, rank, "create");
+}
+
 int nt_destroy(tcomms_comm_t *comm, int rank)
 {
     return comm ? nt_expect(tcomms_comm_destroy(comm), TCOMMS_SUCCESS, rank, "tcomms_comm_destroy") : 0;
