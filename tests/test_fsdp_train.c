@@ -33,6 +33,7 @@ static const char *const ORDER_TP = "tp-dp-cp-pp";
 
 typedef struct tcase {
     int strategy, dp, mb, prefetch, outer, hybrid, ep, tp, offset;
+    int check; /* run under TCOMMS_CHECK_CALLS=1: every collective compared across ranks first */
     mlp_schedule_t schedule;
     mlp_mode_t mode;
     tcomms_dtype_t dtype;
@@ -58,10 +59,11 @@ static int world_size(const tcase_t *c) { return c->offset + c->tp * c->dp; }
 
 static void case_name(const tcase_t *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "s%d dp%d mb%d pf%d%s%s ep%d tp%d order=%s off%d %s %s", c->strategy, c->dp, c->mb,
+    snprintf(buf, len, "s%d dp%d mb%d pf%d%s%s ep%d tp%d order=%s off%d %s %s%s", c->strategy, c->dp, c->mb,
              c->prefetch, c->outer > 1 ? (c->hybrid ? " hybrid" : " hsdp") : "", c->outer > 1 ? "2" : "", c->ep,
              c->tp, c->order ? c->order : "default", c->offset, c->schedule == MLP_1F1B ? "1f1b" : "standard",
-             c->dtype == TCOMMS_BFLOAT16 ? "bf16" : (c->mode == MLP_RANDOM ? "random" : "deterministic"));
+             c->dtype == TCOMMS_BFLOAT16 ? "bf16" : (c->mode == MLP_RANDOM ? "random" : "deterministic"),
+             c->check ? " checked" : "");
 }
 
 static mlp_opts_t case_opts(const tcase_t *c)
@@ -90,6 +92,8 @@ static mlp_opts_t case_opts(const tcase_t *c)
 static int job_rank(int rank, int size, void *arg)
 {
     job_t *j = arg;
+    if (j->cases[0].check) /* a job's cases all have the same check (test_matrix) */
+        setenv("TCOMMS_CHECK_CALLS", "1", 1);
     tcomms_comm_t *world = mrank_world(backends[j->backend], OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
@@ -242,6 +246,12 @@ static int subset(tcase_t *out)
     c = base(3, 2, 3, 1, MLP_STANDARD);
     c.mode = MLP_RANDOM, c.dtype = TCOMMS_BFLOAT16;
     out[n++] = c;
+    c = base(3, 4, 3, 2, MLP_1F1B); /* under the call check: HSDP hybrid, then experts with an offset */
+    c.outer = 2, c.hybrid = 1, c.check = 1;
+    out[n++] = c;
+    c = base(2, 2, 3, 2, MLP_1F1B);
+    c.ep = 2, c.offset = 1, c.order = ORDER_ALT, c.check = 1;
+    out[n++] = c;
     return n;
 }
 
@@ -286,7 +296,8 @@ static int full(tcase_t *out)
 
 static int by_world_size(const void *a, const void *b)
 {
-    return world_size(a) - world_size(b);
+    const tcase_t *x = a, *y = b;
+    return world_size(x) != world_size(y) ? world_size(x) - world_size(y) : x->check - y->check;
 }
 
 START_TEST(test_matrix)
@@ -314,12 +325,13 @@ START_TEST(test_matrix)
         if (!only || strstr(name, only))
             cases[n++] = cases[k];
     }
-    qsort(cases, (size_t)n, sizeof *cases, by_world_size); /* one job per world size and chunk */
+    qsort(cases, (size_t)n, sizeof *cases, by_world_size); /* one job per world size, check and chunk */
     double t0 = mrank_now();
     int fails = 0;
     for (int k = 0; k < n;) {
         int e = k;
-        while (e < n && e - k < CHUNK && world_size(&cases[e]) == world_size(&cases[k]))
+        while (e < n && e - k < CHUNK && world_size(&cases[e]) == world_size(&cases[k]) &&
+               cases[e].check == cases[k].check)
             e++;
         fails += run_job(_i, cases + k, e - k);
         k = e;
