@@ -2,9 +2,10 @@
  * communicator collects every rank's description of it through the store (which collective, on which device
  * type, count, dtype, op, root, and the v-variants' count arrays), compares them and publishes a verdict. When
  * ranks disagree, or call different collectives or in a different order, every rank gets TCOMMS_ERR_MISMATCH
- * naming both sides and nothing is posted; unchecked, NCCL hangs or reduces garbage and Gloo aborts the process.
- * It costs about three store round trips per call. Point-to-point calls are not checked: a receive that waited
- * for its sender's description would deadlock the usual exchange (both ranks post the receive first). */
+ * naming both sides and nothing is posted; unchecked, NCCL hangs or reduces garbage and the CPU backends time
+ * out. It costs four store requests per call on each rank, and two per rank on rank 0. Point-to-point calls are
+ * not checked: a receive that waited for its sender's description would deadlock the usual exchange (both ranks
+ * post the receive first). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
