@@ -52,9 +52,10 @@ static void *pack(void *const *vals, const size_t *lens, int size, size_t *out_l
     size_t total = (size_t)size * sizeof(uint64_t);
     for (int r = 0; r < size; r++)
         total += lens[r];
-    unsigned char *t = malloc(total), *at = t + (size_t)size * sizeof(uint64_t);
+    unsigned char *t = malloc(total);
     if (t == NULL)
         return NULL;
+    unsigned char *at = t + (size_t)size * sizeof(uint64_t);
     for (int r = 0; r < size; r++) {
         uint64_t l = lens[r];
         memcpy(t + (size_t)r * sizeof(l), &l, sizeof(l));
@@ -95,17 +96,18 @@ tcomms_status_t tc_store_allgather(tcomms_store_t *s, const char *prefix, int ra
     tcomms_status_t st = tc_store_gather0(s, prefix, rank, size, mine, len, timeout_ms, vals, lens, missing);
     void *table = NULL;
     size_t tlen = 0;
-    if (st == TCOMMS_SUCCESS && rank == 0) {
+    if (st == TCOMMS_SUCCESS && rank == 0) { /* rank 0 has every value already: it only publishes them */
         table = pack(vals, lens, size, &tlen);
-        tc_store_free_values(vals, size);
         st = table ? tc_store_bcast0(s, prefix, rank, &table, &tlen, timeout_ms)
                    : tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    } else if (st == TCOMMS_SUCCESS && (st = tc_store_bcast0(s, prefix, rank, &table, &tlen, timeout_ms)) !=
-                                           TCOMMS_SUCCESS) {
-        *missing = 0;
+        if (st != TCOMMS_SUCCESS)
+            tc_store_free_values(vals, size);
+    } else if (st == TCOMMS_SUCCESS) {
+        if ((st = tc_store_bcast0(s, prefix, rank, &table, &tlen, timeout_ms)) != TCOMMS_SUCCESS)
+            *missing = 0;
+        else
+            st = unpack(table, tlen, size, vals, lens);
     }
-    if (st == TCOMMS_SUCCESS)
-        st = unpack(table, tlen, size, vals, lens);
     free(table);
     return st;
 }

@@ -58,6 +58,11 @@ static void *run_rank(void *arg)
         return NULL;
     size_t len = value_len(j->rank);
     unsigned char *mine = malloc(len + 1);
+    if (mine == NULL) {
+        j->st = TCOMMS_ERR_NO_MEMORY;
+        tc_store_free(s);
+        return NULL;
+    }
     for (size_t i = 0; i < len; i++)
         mine[i] = value_byte(j->rank, i);
     void *vals[MAX_RANKS];
