@@ -24,6 +24,8 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
                    help="compute dtype (bf16: MixedPrecisionPolicy(bfloat16, reduce float32); params are fp32)")
+    p.add_argument("--reduce-dtype", choices=["bf16", "fp32"], default="fp32",
+                   help="MixedPrecisionPolicy's reduce_dtype under --dtype bf16 (fsdp_bench's --reduce-dtype)")
     p.add_argument("--strategy", choices=["zero3", "zero2"], default="zero3",
                    help="zero3: reshard_after_forward=True; zero2: False")
     p.add_argument("--prefetch", type=int, default=1,
@@ -60,7 +62,8 @@ def shard(model, a):
 
     kw = {"reshard_after_forward": a.strategy == "zero3"}
     if a.dtype == "bf16":
-        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        rd = torch.bfloat16 if a.reduce_dtype == "bf16" else torch.float32
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=rd)
     for layer in model.layers:
         fully_shard(layer, **kw)
     fully_shard(model, **kw)
@@ -137,7 +140,8 @@ def main():
         nccl = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
         print(f"# torch {torch.__version__} nccl {nccl} gpu {torch.cuda.get_device_name(dev)}")
         print(f"fsdp_bench impl=fsdp2 mode=full layers={a.layers} dim={a.dim} tokens={a.tokens} micro={a.micro} "
-              f"dtype={a.dtype} strategy={a.strategy} prefetch={prefetch} ranks={size} steps={a.steps} "
+              f"dtype={a.dtype} reduce={a.reduce_dtype} strategy={a.strategy} prefetch={prefetch} ranks={size} "
+              f"steps={a.steps} "
               f"step_ms_median={med:.3f} min={min(gpu_ms):.3f} max={max(gpu_ms):.3f} "
               f"host_ms_median={median(host_ms):.3f} tflops={flops / (med * 1e-3) / 1e12:.1f}", flush=True)
     dist.destroy_process_group()

@@ -30,14 +30,16 @@ typedef struct bench {
     cublasHandle_t blas;
     cudaDataType_t cdt; /* compute dtype for cuBLAS */
     size_t esize;       /* its size */
+    cudaDataType_t gdt; /* gradient dtype (--reduce-dtype): what the weight-gradient GEMMs write */
+    size_t gsize;       /* its size */
     size_t wnumel;      /* d * d */
     size_t act_numel;   /* T * d */
     void *x, **act, *dy[2];
     /* compute mode: full weights and gradients, and shard-sized main params/gradients for the SGD; w_cast takes
      * the SGD's weights under --optimizer-casts (not w_full: the GEMMs would then multiply the SGD's values, and
      * a GPU's clock depends on the values it multiplies) */
-    void *w_full, *w_cast;
-    float *g_full, *main_local, *grad_local;
+    void *w_full, *w_cast, *g_full;
+    float *main_local, *grad_local;
     size_t shard_numel;
     /* full and comm modes */
     tcomms_fsdp_layout_t *layout;
@@ -100,14 +102,14 @@ static int forward_layer(bench_t *b, int i, const void *w)
     return 0;
 }
 
-/* dZ = dY * relu'(Y) in place; dW += dZ^T X (column-major dW^T = X^T dZ, into the fp32 gradient);
- * dX = dZ W (column-major dX^T = W^T dZ^T) unless i == 0, whose input needs no gradient. */
-static int backward_layer(bench_t *b, int i, const void *w, float *g, int *cur)
+/* dZ = dY * relu'(Y) in place; dW += dZ^T X (column-major dW^T = X^T dZ, into the gradient: fp32, or bf16 under
+ * --reduce-dtype bf16); dX = dZ W (column-major dX^T = W^T dZ^T) unless i == 0, whose input needs no gradient. */
+static int backward_layer(bench_t *b, int i, const void *w, void *g, int *cur)
 {
     const int d = b->o.dim, t = b->o.tokens;
     void *dz = b->dy[*cur];
     CK_CUDA(BY_DTYPE(b->o.fp32, fsdp_relu_grad, b->stream, dz, b->act[i], b->act_numel));
-    CK(gemm(b, CUBLAS_OP_N, CUBLAS_OP_T, d, d, t, layer_input(b, i), dz, 1.0f, g, CUDA_R_32F));
+    CK(gemm(b, CUBLAS_OP_N, CUBLAS_OP_T, d, d, t, layer_input(b, i), dz, 1.0f, g, b->gdt));
     if (i > 0) {
         CK(gemm(b, CUBLAS_OP_N, CUBLAS_OP_N, d, t, d, w, dz, 0.0f, b->dy[*cur ^ 1], b->cdt));
         *cur ^= 1;
@@ -127,20 +129,17 @@ static int sgd(bench_t *b, float *main, const float *grad, void *w, size_t n)
 
 /* ---- one step in a mode ----------------------------------------------------------------------------------- */
 
-static int weights(bench_t *b, int mode, int i, const void **w, float **g, int want_grad)
+static int weights(bench_t *b, int mode, int i, const void **w, void **g, int want_grad)
 {
     if (mode == MODE_COMPUTE) {
         *w = (const char *)b->w_full + (size_t)i * b->wnumel * b->esize;
-        *g = b->g_full + (size_t)i * b->wnumel;
+        *g = (char *)b->g_full + (size_t)i * b->wnumel * b->gsize;
         return 0;
     }
     void *p = NULL;
     CK_TC(tcomms_fsdp_param_data(b->rt, b->pids[i], &p));
     *w = p;
-    if (want_grad) {
-        CK_TC(tcomms_fsdp_grad_data(b->rt, b->pids[i], &p));
-        *g = (float *)p;
-    }
+    if (want_grad) CK_TC(tcomms_fsdp_grad_data(b->rt, b->pids[i], g));
     return 0;
 }
 
@@ -173,7 +172,7 @@ static int step(bench_t *b, int mode)
 {
     const int rt = mode != MODE_COMPUTE, gemms = mode != MODE_COMM, L = b->o.layers;
     const void *w = NULL;
-    float *g = NULL;
+    void *g = NULL;
     if (rt) CK_TC(tcomms_fsdp_zero_grad(b->rt));
     for (int mb = 0; mb < b->o.micro; mb++) {
         for (int i = 0; i < L; i++) {
@@ -226,6 +225,8 @@ static int setup_model(bench_t *b)
     const opts_t *o = &b->o;
     b->esize = o->fp32 ? 4 : 2;
     b->cdt = o->fp32 ? CUDA_R_32F : CUDA_R_16BF;
+    b->gdt = o->reduce_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    b->gsize = o->reduce_bf16 ? 2 : 4;
     b->wnumel = (size_t)o->dim * o->dim;
     b->act_numel = (size_t)o->tokens * o->dim;
     b->act = (void **)calloc((size_t)o->layers, sizeof *b->act);
@@ -274,6 +275,7 @@ static int setup_runtime(bench_t *b)
     c.stream = (void *)b->stream;
     c.windows = o->no_windows ? -1 : 0;
     c.optimizer_casts = o->optimizer_casts;
+    c.reduce_dtype = o->reduce_bf16 ? TCOMMS_BFLOAT16 : TCOMMS_FLOAT32;
     CK_TC(tcomms_fsdp_create(&b->groups, &c, &b->rt));
     const int64_t shape[2] = {o->dim, o->dim};
     for (int i = 0; i < o->layers; i++) {
@@ -301,14 +303,14 @@ static int setup_compute(bench_t *b)
     const size_t L = (size_t)o->layers;
     b->shard_numel = o->strategy == TCOMMS_FSDP_NO_SHARD ? b->wnumel : (b->wnumel + b->size - 1) / b->size;
     CK(alloc(&b->w_full, L * b->wnumel * b->esize));
-    CK(alloc((void **)&b->g_full, L * b->wnumel * sizeof(float)));
+    CK(alloc(&b->g_full, L * b->wnumel * b->gsize));
     CK(alloc((void **)&b->main_local, L * b->shard_numel * sizeof(float)));
     CK(alloc((void **)&b->grad_local, L * b->shard_numel * sizeof(float)));
     CK(alloc(&b->w_cast, L * b->shard_numel * b->esize));
     for (size_t i = 0; i < L; i++)
         CK_CUDA(BY_DTYPE(o->fp32, fsdp_fill, b->stream, (char *)b->w_full + i * b->wnumel * b->esize, b->wnumel,
                          1000 + i, init_scale(b)));
-    CK_CUDA(cudaMemsetAsync(b->g_full, 0, L * b->wnumel * sizeof(float), b->stream));
+    CK_CUDA(cudaMemsetAsync(b->g_full, 0, L * b->wnumel * b->gsize, b->stream));
     CK_CUDA(cudaMemsetAsync(b->main_local, 0, L * b->shard_numel * sizeof(float), b->stream));
     CK_CUDA(cudaMemsetAsync(b->grad_local, 0, L * b->shard_numel * sizeof(float), b->stream));
     CK_CUDA(cudaStreamSynchronize(b->stream));
@@ -322,7 +324,7 @@ static void free_compute(bench_t *b)
     cudaFree(b->main_local);
     cudaFree(b->grad_local);
     cudaFree(b->w_cast);
-    b->w_full = b->w_cast = NULL, b->g_full = b->main_local = b->grad_local = NULL;
+    b->w_full = b->w_cast = b->g_full = NULL, b->main_local = b->grad_local = NULL;
 }
 
 static void teardown(bench_t *b)
@@ -422,9 +424,10 @@ static int run_mode(bench_t *b, int mode, stats_t *st)
 static void print_mode(const bench_t *b, int mode, const stats_t *st)
 {
     const opts_t *o = &b->o;
-    printf("fsdp_bench impl=tcomms mode=%s layers=%d dim=%d tokens=%d micro=%d dtype=%s strategy=%s prefetch=%d "
-           "ranks=%d steps=%d step_ms_median=%.3f min=%.3f max=%.3f host_ms_median=%.3f",
+    printf("fsdp_bench impl=tcomms mode=%s layers=%d dim=%d tokens=%d micro=%d dtype=%s reduce=%s strategy=%s "
+           "prefetch=%d ranks=%d steps=%d step_ms_median=%.3f min=%.3f max=%.3f host_ms_median=%.3f",
            mode_names[mode], o->layers, o->dim, o->tokens, o->micro, o->fp32 ? "fp32" : "bf16",
+           o->reduce_bf16 ? "bf16" : "fp32",
            strategy_names[o->strategy], o->prefetch, b->size, o->steps, st->median, st->min, st->max,
            st->host_median);
     /* forward 2TdD per layer, backward 2TdD for dW and 2TdD for dX except the first layer */

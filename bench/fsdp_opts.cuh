@@ -25,6 +25,7 @@ typedef struct opts {
     int no_windows;  /* config.windows = -1: the runtime's buffers stay plain device memory */
     int sync_all;    /* the optimizer waits for every reduction first (finish_grad_sync), not piece by piece */
     int optimizer_casts; /* SGD writes the weights too (config.optimizer_casts): install_weights does not cast */
+    int reduce_bf16;     /* gradients in bf16 and reduce-scattered in bf16 (config.reduce_dtype); main grads fp32 */
 } opts_t;
 
 static void usage(FILE *f)
@@ -46,6 +47,8 @@ static void usage(FILE *f)
           "  --no-windows    the runtime's unit buffers and gradient slots in plain device memory (config.windows -1)\n"
           "  --sync-all      the optimizer starts after finish_grad_sync, not on each piece after its sync_shard\n"
           "  --optimizer-casts  SGD also writes the weights (config.optimizer_casts): install_weights does not cast\n"
+          "  --reduce-dtype bf16|fp32  gradients and their reduce-scatters (config.reduce_dtype; fp32; bf16 needs\n"
+          "                  zero2 or zero3): the weight-gradient GEMMs write that dtype\n"
           "Prints one line per mode and, with all three, the overlap (compute + comm - full) / comm in [0, 1].\n"
           "Exit 77 without a GPU.\n",
           f);
@@ -77,10 +80,10 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         {"dtype", 1, 0, 't'},  {"strategy", 1, 0, 'S'}, {"mode", 1, 0, 'M'},    {"lr", 1, 0, 'r'},
         {"backend", 1, 0, 'B'}, {"sm-margin", 1, 0, 'G'}, {"timeline", 0, 0, 'E'},
         {"concurrency", 0, 0, 'C'}, {"window", 0, 0, 'W'}, {"no-windows", 0, 0, 'N'},
-        {"sync-all", 0, 0, 'A'}, {"optimizer-casts", 0, 0, 'O'},
+        {"sync-all", 0, 0, 'A'}, {"optimizer-casts", 0, 0, 'O'}, {"reduce-dtype", 1, 0, 'R'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     *o = opts_t{8, 4096, 4096, 1, 20, 5, 1, 0, 0, 7, TCOMMS_FSDP_OPTIM_GRADS_PARAMS, 1e-3f, "nccl",
-                0, 0, 0, 0, 0, 0, 0};
+                0, 0, 0, 0, 0, 0, 0, 0};
     int c, bad = 0;
     while (!bad && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -101,6 +104,11 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         case 'O': o->optimizer_casts = 1; break;
         case 'r': o->lr = strtof(optarg, NULL); break;
         case 'B': o->backend = optarg; break;
+        case 'R':
+            if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16")) o->reduce_bf16 = 1;
+            else if (!strcmp(optarg, "fp32") || !strcmp(optarg, "float32")) o->reduce_bf16 = 0;
+            else bad = bad_arg("--reduce-dtype is bf16 or fp32", optarg);
+            break;
         case 't':
             if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16")) o->fp32 = 0;
             else if (!strcmp(optarg, "fp32") || !strcmp(optarg, "float32") || !strcmp(optarg, "float")) o->fp32 = 1;
@@ -126,6 +134,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         }
     }
     if (!bad && optind < argc) bad = bad_arg("unexpected argument", argv[optind]);
+    if (!bad && o->reduce_bf16 && o->strategy < TCOMMS_FSDP_OPTIM_GRADS)
+        bad = bad_arg("--reduce-dtype bf16 needs --strategy zero2 or zero3", strategy_names[o->strategy]);
     if (bad) usage(stderr);
     return bad;
 }

@@ -118,6 +118,8 @@ typedef struct scen {
     tcomms_dtype_t cd;
     int mb, expert, prefetch;
     int casts; /* config.optimizer_casts: the test's optimizer writes the weights, install_weights does not cast */
+    tcomms_dtype_t rd; /* config.reduce_dtype; 0: the main dtype (float32). The gradients are small integers, exact
+                          in bfloat16 and summed exactly there, so want_grad holds for either */
 } scen_t;
 
 static int is_expert(const scen_t *s, int p)
@@ -254,12 +256,13 @@ static int step(tcomms_fsdp_t *f, const env_t *e, const scen_t *s, int skip, con
                 continue;
             CALL(tcomms_fsdp_pre_backward(f, u));
             for (int p = 0; p < NPARAMS; p++) {
-                float *g = NULL;
+                void *g = NULL;
+                tcomms_dtype_t gd = s->rd ? s->rd : TCOMMS_FLOAT32;
                 if (model[p].unit != u || (model[p].flags & TCOMMS_FSDP_PARAM_NO_GRAD))
                     continue;
-                CALL(tcomms_fsdp_grad_data(f, p, (void **)&g));
+                CALL(tcomms_fsdp_grad_data(f, p, &g));
                 for (size_t i = 0; i < numel(p); i++)
-                    g[i] += (float)grad_value(e->rank, m, p, i);
+                    put_as(g, gd, i, get(g, gd, i) + grad_value(e->rank, m, p, i));
             }
             CALL(tcomms_fsdp_post_backward(f, u));
         }
@@ -332,6 +335,7 @@ static tcomms_fsdp_t *make(const env_t *e, const scen_t *s, const tcomms_fsdp_co
     c.outer = s->outer;
     c.prefetch_forward = c.prefetch_backward = s->prefetch;
     c.optimizer_casts = s->casts;
+    c.reduce_dtype = s->rd;
     c.grad_scale = SCALE;
     if (c.timeout_ms == 0)
         c.timeout_ms = OP_TIMEOUT_MS;
@@ -369,8 +373,9 @@ out:
 static int run_case(const env_t *e, const scen_t *s)
 {
     char what[200];
-    snprintf(what, sizeof(what), "%s rank %d/%d, %s %s mb %d%s", e->backend, e->rank, e->size, s->label,
-             tcomms_dtype_name(s->cd), s->mb, s->casts ? " optimizer_casts" : "");
+    snprintf(what, sizeof(what), "%s rank %d/%d, %s %s mb %d%s%s%s", e->backend, e->rank, e->size, s->label,
+             tcomms_dtype_name(s->cd), s->mb, s->casts ? " optimizer_casts" : "", s->rd ? " reduce " : "",
+             s->rd ? tcomms_dtype_name(s->rd) : "");
     int fails = 0;
     tcomms_fsdp_t *f = make(e, s, NULL, what, &fails);
     if (f == NULL)
@@ -406,7 +411,8 @@ typedef struct job {
 
 static const char *const strategy_names[] = {"NO_SHARD", "OPTIM", "OPTIM_GRADS", "OPTIM_GRADS_PARAMS"};
 
-/* Every strategy, float32 and bfloat16, 1 and 3 microbatches, on a plain data-parallel layout. */
+/* Every strategy, float32 and bfloat16, 1 and 3 microbatches, on a plain data-parallel layout; ZeRO-2/3 also
+ * reducing in bfloat16. */
 static int strategies_rank(int rank, int size, void *arg)
 {
     const job_t *j = arg;
@@ -418,8 +424,11 @@ static int strategies_rank(int rank, int size, void *arg)
                 if (size == 3 && (d == 1 || mb == 1))
                     continue; /* 3 ranks: uneven shard counts, one combination is enough */
                 scen_t s = {strategy_names[st], st, TCOMMS_FSDP_OUTER_NONE, d ? TCOMMS_BFLOAT16 : TCOMMS_FLOAT32,
-                            mb, 0, st == 3 ? 1 + mb / 3 : 0, d == 1 && mb == 3};
+                            mb, 0, st == 3 ? 1 + mb / 3 : 0, d == 1 && mb == 3, 0};
                 fails += run_case(&e, &s);
+                s.rd = TCOMMS_BFLOAT16;
+                if (st >= 2 && d == (size == 3 ? 0 : 1) && mb == 3 && !fails)
+                    fails += run_case(&e, &s);
             }
     env_close(&e);
     return fails;
@@ -430,28 +439,34 @@ static int hsdp_rank(int rank, int size, void *arg)
 {
     const job_t *j = arg;
     static const scen_t hsdp[] = {
-        {"HSDP OPTIM", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_BFLOAT16, 3, 0, 0, 1},
-        {"HSDP OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_FLOAT32, 3, 0, 0, 0},
+        {"HSDP OPTIM", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_BFLOAT16, 3, 0, 0, 1, 0},
+        {"HSDP OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_FLOAT32, 3, 0, 0, 0, 0},
         {"HSDP OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE, TCOMMS_BFLOAT16, 3,
-         0, 1, 0},
-        {"hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_BFLOAT16, 3, 0, 0, 0},
+         0, 1, 0, 0},
+        {"hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_BFLOAT16, 3, 0, 0, 0, 0},
+        {"hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_BFLOAT16, 3, 0, 0, 0,
+         TCOMMS_BFLOAT16},
         {"hybrid OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_FLOAT32, 1, 0,
-         1, 1},
+         1, 1, 0},
     };
     static const scen_t expert[] = {
-        {"expert NO_SHARD", TCOMMS_FSDP_NO_SHARD, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1, 0, 0},
-        {"expert OPTIM", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 1, 0, 0},
-        {"expert OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1, 0, 0},
+        {"expert NO_SHARD", TCOMMS_FSDP_NO_SHARD, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1, 0, 0, 0},
+        {"expert OPTIM", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 1, 0, 0, 0},
+        {"expert OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1, 0, 0, 0},
         {"expert OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 1,
-         2, 0},
+         2, 0, 0},
+        {"expert OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 1,
+         1, 0, TCOMMS_BFLOAT16},
     };
     static const scen_t both[] = {
         {"expert+HSDP OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE,
-         TCOMMS_BFLOAT16, 3, 1, 1, 0},
-        {"expert+hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_FLOAT32, 3, 1, 0, 1},
+         TCOMMS_BFLOAT16, 3, 1, 1, 0, 0},
+        {"expert+hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_FLOAT32, 3, 1, 0, 1, 0},
+        {"expert+HSDP OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE,
+         TCOMMS_BFLOAT16, 3, 1, 1, 1, TCOMMS_BFLOAT16},
     };
     static const struct { const scen_t *s; int n, ep, outer; } sets[] = {
-        {hsdp, 5, 1, 2}, {expert, 4, 2, 1}, {both, 2, 2, 2}};
+        {hsdp, 6, 1, 2}, {expert, 5, 2, 1}, {both, 3, 2, 2}};
     env_t e;
     int fails = env_open(&e, backends[j->backend], rank, size, sets[0].ep, sets[0].outer);
     for (int k = 0; k < 3 && !fails; k++) {
@@ -480,7 +495,7 @@ static int expect_invalid(tcomms_status_t st, const char *call, const char *need
 static int refcount_case(const env_t *e, const char *what)
 {
     int fails = 0;
-    scen_t s = {"refcount", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 1, 0, 1, 0};
+    scen_t s = {"refcount", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 1, 0, 1, 0, 0};
     tcomms_fsdp_t *f = make(e, &s, NULL, what, &fails);
     void *d = NULL;
     if (f == NULL)
@@ -545,7 +560,7 @@ out:
 static int keep_case(const env_t *e, const char *what)
 {
     int fails = 0, order[NUNITS] = {2, 0, 1}, twice[NUNITS] = {0, 0, 1};
-    scen_t s = {"keep", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 1, 0, 2, 0};
+    scen_t s = {"keep", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 1, 0, 2, 0, 0};
     tcomms_fsdp_config_t c = {0};
     c.keep_after_forward = 1;
     c.max_live_units = NUNITS;
@@ -586,6 +601,12 @@ static int config_case(const env_t *e, const char *what)
     c = (tcomms_fsdp_config_t){0};
     c.main_dtype = TCOMMS_BFLOAT16;
     BAD(tcomms_fsdp_create(&e->groups, &c, &f), "main_dtype");
+    c = (tcomms_fsdp_config_t){0};
+    c.reduce_dtype = TCOMMS_INT32;
+    BAD(tcomms_fsdp_create(&e->groups, &c, &f), "reduce_dtype must be");
+    c.strategy = TCOMMS_FSDP_OPTIM;
+    c.reduce_dtype = TCOMMS_BFLOAT16; /* ZeRO-1 accumulates full gradients in the main dtype */
+    BAD(tcomms_fsdp_create(&e->groups, &c, &f), "OPTIM_GRADS or OPTIM_GRADS_PARAMS");
     c = (tcomms_fsdp_config_t){0};
     c.windows = 2;
     BAD(tcomms_fsdp_create(&e->groups, &c, &f), "config->windows 2");
@@ -636,7 +657,7 @@ static int log_case(const env_t *e, const char *base, const char *what)
     char path[256];
     snprintf(path, sizeof(path), "%s.%d", base, e->rank);
     unlink(path);
-    scen_t s = {"log", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 0, 1, 0};
+    scen_t s = {"log", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 0, 1, 0, 0};
     tcomms_fsdp_config_t c = {0};
     c.log_path = base;
     tcomms_fsdp_t *f = make(e, &s, &c, what, &fails);
@@ -670,7 +691,7 @@ out:
 static int failure_case(const env_t *e, volatile int *counter, const char *what)
 {
     int fails = 0;
-    scen_t s = {"failure", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 1, 0, 0, 0};
+    scen_t s = {"failure", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 1, 0, 0, 0, 0};
     tcomms_fsdp_config_t c = {0};
     c.timeout_ms = 300;
     tcomms_fsdp_t *f = make(e, &s, &c, what, &fails);

@@ -99,7 +99,8 @@ TCOMMS_API void tcomms_fsdp_groups_destroy(tcomms_fsdp_groups_t *groups);
 
 typedef struct tcomms_fsdp tcomms_fsdp_t;
 
-/* What is sharded over the shard group (ZeRO stages). Gradients are reduced in the main dtype. */
+/* What is sharded over the shard group (ZeRO stages). Gradients are reduced in config->reduce_dtype (by default
+ * the main dtype). */
 typedef enum tcomms_fsdp_strategy {
     TCOMMS_FSDP_NO_SHARD,           /* ZeRO-0 (DDP): all-reduce of full gradients on the last microbatch */
     TCOMMS_FSDP_OPTIM,              /* ZeRO-1: main params sharded; one reduce-scatter on the last microbatch */
@@ -150,6 +151,12 @@ typedef struct tcomms_fsdp_config {
     int optimizer_casts;               /* 1: the optimizer writes each piece's model weights itself
                                           (tcomms_fsdp_shard_t.weights, the cast of the new main params, as a
                                           fused optimizer does), and install_weights does not cast; default 0 */
+    tcomms_dtype_t reduce_dtype;       /* ZeRO-2/3: the dtype of the gradient buffers (tcomms_fsdp_grad_data) and of
+                                          each microbatch's reduce-scatter; 0 (INT8) means main_dtype. BFLOAT16 or
+                                          FLOAT16 halve the bytes reduced (FSDP2's reduce_dtype, Megatron's
+                                          grad_reduce_in_fp32 off); each reduced block is then scaled and added
+                                          into the main-dtype gradient shard, so microbatches still accumulate in
+                                          main_dtype. ZeRO-0/1 accept main_dtype only */
 } tcomms_fsdp_config_t;
 
 /* CUDA. When groups.members is bound to a CUDA device (tcomms_comm_device), the runtime's buffers are device memory
@@ -246,8 +253,8 @@ TCOMMS_API tcomms_status_t tcomms_fsdp_sync_shard(tcomms_fsdp_t *fsdp, int i);
 /* The model weights of `param_id` (compute dtype, row-major, numel elements). Valid while its unit holds a
  * reference (ZeRO-3), or always for other strategies; INVALID_ARG when the unit is not gathered. */
 TCOMMS_API tcomms_status_t tcomms_fsdp_param_data(tcomms_fsdp_t *fsdp, int param_id, void **data);
-/* The gradient buffer of `param_id` (main dtype, numel elements) between pre_backward and post_backward of its
- * unit; add into it. INVALID_ARG otherwise, and for NO_GRAD parameters. */
+/* The gradient buffer of `param_id` (config->reduce_dtype, numel elements) between pre_backward and post_backward
+ * of its unit; add into it. INVALID_ARG otherwise, and for NO_GRAD parameters. */
 TCOMMS_API tcomms_status_t tcomms_fsdp_grad_data(tcomms_fsdp_t *fsdp, int param_id, void **data);
 
 /* One contiguous piece of main params and gradients owned by this rank, for an optimizer. Padding elements are

@@ -95,7 +95,7 @@ tcomms_status_t tc_fsdp_build_buckets(tcomms_fsdp_t *rt)
             return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_fsdp_finalize: out of memory");
         un->nbuckets = 0;
     }
-    size_t esize_main = tcomms_dtype_size(rt->cfg.main_dtype);
+    size_t esize_red = tcomms_dtype_size(rt->cfg.reduce_dtype);
     for (int b = 0; b < rt->nbuckets; b++) {
         tc_fsdp_bucket_t *k = &rt->buckets[b];
         tc_fsdp_unit_t *un = &rt->units[k->unit];
@@ -105,7 +105,7 @@ tcomms_status_t tc_fsdp_build_buckets(tcomms_fsdp_t *rt)
         un->ubuf_bytes += align_bytes(k->padded * tcomms_dtype_size(k->dtype));
         if (!k->no_grad) {
             k->gslot_off = un->gslot_bytes;
-            un->gslot_bytes += align_bytes(k->padded * esize_main);
+            un->gslot_bytes += align_bytes(k->padded * esize_red);
         }
     }
     return TCOMMS_SUCCESS;

@@ -233,11 +233,12 @@ static tcomms_status_t dev_scale(void *dev, void *buf, size_t n, tcomms_dtype_t 
     return launch(dev, K_SCALE, n, args);
 }
 
-static tcomms_status_t dev_add(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype, double s)
+static tcomms_status_t dev_add(void *dev, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
+                               size_t n, double s, int keep)
 {
-    int kd = kdtype(dtype);
+    int kd = kdtype(dt), ks = kdtype(st);
     unsigned long long count = n;
-    void *args[] = {&dst, &src, &kd, &s, &count};
+    void *args[] = {&dst, &kd, &src, &ks, &s, &keep, &count};
     return launch(dev, K_ADD, n, args);
 }
 

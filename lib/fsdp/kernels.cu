@@ -64,12 +64,19 @@ extern "C" __global__ void tc_fsdp_k_scale(void *buf, int dt, double s, unsigned
     }
 }
 
-// dst += s * src. As the host: s == 1 a plain add; float32 through double (the product of two floats is exact
-// there, so fused or not the result is the same); float64 and the half types with no fused multiply-add, which
-// the host (C11, no contraction) does not do either.
-extern "C" __global__ void tc_fsdp_k_add(void *dst, const void *src, int dt, double s, unsigned long long n)
+// dst = s * src (+ dst when keep; src of dtype st). As the host: s == 1 a plain add; float32 through double (the
+// product of two floats is exact there, so fused or not the result is the same); float64, the half types and
+// mixed dtypes with no fused multiply-add, which the host (C11, no contraction) does not do either.
+extern "C" __global__ void tc_fsdp_k_add(void *dst, int dt, const void *src, int st, double s, int keep,
+                                         unsigned long long n)
 {
-    if (dt == 1) {
+    if (st != dt || !keep) {
+        const double f = dt == 1 ? static_cast<double>(static_cast<float>(s)) : s;
+        for (unsigned long long i = first(); i < n; i += stride()) {
+            const double v = __dmul_rn(f, load(src, i, st));
+            store(dst, i, dt, keep ? __dadd_rn(load(dst, i, dt), v) : v);
+        }
+    } else if (dt == 1) {
         float *d = static_cast<float *>(dst);
         const float *a = static_cast<const float *>(src);
         const double f = static_cast<float>(s);

@@ -97,11 +97,16 @@ static tcomms_status_t host_scale(void *dev, void *buf, size_t n, tcomms_dtype_t
     return TCOMMS_SUCCESS;
 }
 
-/* dst += s * src, float32 through double (as kernels.cu, so both give the same bits). */
-static tcomms_status_t host_add(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype, double s)
+/* dst = s * src (+ dst when keep), float32 through double (as kernels.cu, so both give the same bits). */
+static tcomms_status_t host_add(void *dev, void *dst, tcomms_dtype_t dtype, const void *src, tcomms_dtype_t st,
+                                size_t n, double s, int keep)
 {
     (void)dev;
-    if (dtype == TCOMMS_FLOAT32) {
+    if (st != dtype || !keep) {
+        const double f = dtype == TCOMMS_FLOAT32 ? (float)s : s; /* the scale in the main dtype, as below */
+        for (size_t i = 0; i < n; i++)
+            store(dst, i, dtype, keep ? load(dst, i, dtype) + f * load(src, i, st) : f * load(src, i, st));
+    } else if (dtype == TCOMMS_FLOAT32) {
         float *d = dst;
         const float *a = src;
         const double f = (float)s;
@@ -178,9 +183,10 @@ tcomms_status_t tc_fsdp_scale(tcomms_fsdp_t *rt, void *buf, size_t n, tcomms_dty
     return n && s != 1.0 ? checked(rt, rt->ops->scale(rt->dev, buf, n, dtype, s)) : TCOMMS_SUCCESS;
 }
 
-tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, const void *src, size_t n, tcomms_dtype_t dtype, double s)
+tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
+                            size_t n, double s, int keep)
 {
-    return n ? checked(rt, rt->ops->add(rt->dev, dst, src, n, dtype, s)) : TCOMMS_SUCCESS;
+    return n ? checked(rt, rt->ops->add(rt->dev, dst, dt, src, st, n, s, keep)) : TCOMMS_SUCCESS;
 }
 
 tcomms_status_t tc_fsdp_copy(tcomms_fsdp_t *rt, void *dst, const void *src, size_t bytes)

@@ -40,22 +40,26 @@ tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt)
     return TCOMMS_SUCCESS;
 }
 
-/* Wait for slot `si`'s reduce-scatters and add this rank's block of each into the bucket's main-grad shard. */
+/* Wait for slot `si`'s reduce-scatters and add this rank's block of each (config->reduce_dtype) into the bucket's
+ * main-grad shard, or write it there scaled where zero_grad left the shard stale. */
 static tcomms_status_t complete_slot(tcomms_fsdp_t *rt, int si)
 {
     tc_fsdp_buf_t *s = &rt->gslots[si];
     const tc_fsdp_unit_t *un = &rt->units[s->unit];
-    tcomms_dtype_t md = rt->cfg.main_dtype;
+    tcomms_dtype_t md = rt->cfg.main_dtype, rd = rt->cfg.reduce_dtype;
     for (int i = 0; i < un->nbuckets; i++) {
         tc_fsdp_bucket_t *k = &rt->buckets[un->buckets[i]];
         if (k->no_grad)
             continue;
         tcomms_status_t st = tc_fsdp_wait(rt, &s->works[i]);
-        if (k->direct_slot == si) /* reduced straight into the main-grad shard, scale included */
+        int keep = !k->grad_stale;
+        if (k->direct_slot == si) { /* reduced straight into the main-grad shard, scale included */
             k->direct_slot = -1;
-        else if (st == TCOMMS_SUCCESS && (st = tc_fsdp_grad_settle(rt, un->buckets[i])) == TCOMMS_SUCCESS)
-            st = tc_fsdp_add(rt, k->grad, tc_fsdp_at((char *)s->data + k->gslot_off, k->shard_off, md),
-                             k->shard_len, md, rt->cfg.grad_scale);
+        } else if (st == TCOMMS_SUCCESS) {
+            k->grad_stale = 0;
+            st = tc_fsdp_add(rt, k->grad, md, tc_fsdp_at((char *)s->data + k->gslot_off, k->shard_off, rd), rd,
+                             k->shard_len, rt->cfg.grad_scale, keep);
+        }
         if (st != TCOMMS_SUCCESS)
             return st;
     }
@@ -121,27 +125,28 @@ static tcomms_status_t take_slot(tcomms_fsdp_t *rt, int unit, const char *fn)
 }
 
 /* The reduction that puts a bucket's first gradients of the step straight into its main-grad shard (which holds
- * zeros): SUM where grad_scale is 1, AVG where it is 1/S; -1 (go through the slot and an add) otherwise. */
+ * zeros): SUM where grad_scale is 1, AVG where it is 1/S; -1 (go through the slot and an add) otherwise, and
+ * where the slot's dtype is not the shard's. */
 static int direct_op(const tcomms_fsdp_t *rt, const tc_fsdp_bucket_t *k)
 {
     int size = rt->dom[k->domain].shard_size;
-    if (!k->grad_fresh || size < 2 || rt->dom[k->domain].shard == NULL)
+    if (!k->grad_fresh || size < 2 || rt->dom[k->domain].shard == NULL || rt->cfg.reduce_dtype != rt->cfg.main_dtype)
         return -1;
     if (rt->cfg.grad_scale == 1.0)
         return TCOMMS_SUM;
     return rt->cfg.grad_scale == 1.0 / size ? TCOMMS_AVG : -1;
 }
 
-/* End of a unit's backward under ZeRO-2/3: post its gradients' reduce-scatters. config->grad_scale is applied to
- * the reduced block as complete_slot adds it into the main-grad shard (a pass over 1/S of the data, not all of
- * it); a bucket's first gradients of the step are reduced straight into the shard where the scale is a SUM or
- * an AVG, with no add at all. */
+/* End of a unit's backward under ZeRO-2/3: post its gradients' reduce-scatters (config->reduce_dtype).
+ * config->grad_scale is applied to the reduced block as complete_slot adds it into the main-grad shard (a pass over
+ * 1/S of the data, not all of it); a bucket's first gradients of the step are reduced straight into the shard
+ * where the scale is a SUM or an AVG and the dtypes agree, with no add at all. */
 static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
 {
     tc_fsdp_unit_t *un = &rt->units[unit];
     int si = un->slot;
     tc_fsdp_buf_t *s = &rt->gslots[si];
-    tcomms_dtype_t md = rt->cfg.main_dtype;
+    tcomms_dtype_t md = rt->cfg.main_dtype, rd = rt->cfg.reduce_dtype;
     un->slot = -1;
     s->state = TC_FSDP_READY;
     s->stamp = ++rt->clock;
@@ -154,12 +159,12 @@ static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
         tcomms_status_t st;
         if (op >= 0) {
             st = tc_fsdp_post_scatter_into(rt, k->domain, un->buckets[i], g, k->grad, k->shard_len, md,
-                                           (tcomms_op_t)op, &s->works[i]);
+                                           (tcomms_op_t)op, &s->works[i]); /* md == rd here */
             k->direct_slot = si;
             k->grad_stale = 0;
         } else {
             st = tc_fsdp_post(rt, TC_FSDP_REDUCE_SCATTER, k->domain, TC_FSDP_ON_SHARD, un->buckets[i], g,
-                              k->shard_len, md, &s->works[i]);
+                              k->shard_len, rd, &s->works[i]);
         }
         k->grad_fresh = 0;
         if (st != TCOMMS_SUCCESS)
@@ -235,12 +240,13 @@ tcomms_status_t tcomms_fsdp_zero_grad(tcomms_fsdp_t *rt)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: called between root_pre_backward and root_post_backward", fn);
     if ((st = tc_fsdp_reduce_drain(rt)) != TCOMMS_SUCCESS)
         return st;
-    /* Where the step's first reduce-scatter of a bucket overwrites its main-grad shard, zeroing it now would be a
-     * pass over memory for nothing: it is zeroed later only if no reduce-scatter came (tc_fsdp_grad_settle). */
+    /* Under ZeRO-2/3 the step's first reduction of a bucket overwrites its main-grad shard (a reduce-scatter
+     * straight into it, or complete_slot writing the scaled block), so zeroing it now would be a pass over memory
+     * for nothing: it is zeroed later only if no reduction came (tc_fsdp_grad_settle). */
     for (int b = 0; b < rt->nbuckets && st == TCOMMS_SUCCESS; b++) {
         tc_fsdp_bucket_t *k = &rt->buckets[b];
         k->grad_fresh = 1;
-        k->grad_stale = !k->no_grad && tc_fsdp_slots(rt) && direct_op(rt, k) >= 0;
+        k->grad_stale = !k->no_grad && tc_fsdp_slots(rt);
         if (!k->no_grad && !k->grad_stale)
             st = tc_fsdp_zero(rt, k->grad, tc_fsdp_slots(rt) ? k->shard_len : k->padded, rt->cfg.main_dtype);
     }
@@ -405,8 +411,9 @@ tcomms_status_t tcomms_fsdp_grad_data(tcomms_fsdp_t *rt, int param_id, void **da
     if (!un->grad_open)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: unit %d of parameter '%s' is not between pre_backward and "
                         "post_backward", fn, p->unit, p->name);
-    tcomms_dtype_t md = rt->cfg.main_dtype;
-    void *base = un->slot >= 0 ? (char *)rt->gslots[un->slot].data + k->gslot_off : k->grad;
-    *data = tc_fsdp_at(base, p->offset, md);
+    if (un->slot >= 0)
+        *data = tc_fsdp_at((char *)rt->gslots[un->slot].data + k->gslot_off, p->offset, rt->cfg.reduce_dtype);
+    else
+        *data = tc_fsdp_at(k->grad, p->offset, rt->cfg.main_dtype);
     return TCOMMS_SUCCESS;
 }

@@ -87,7 +87,10 @@ typedef struct tc_fsdp_ops {
     tcomms_status_t (*zero)(void *dev, void *buf, size_t bytes);
     tcomms_status_t (*cast)(void *dev, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st, size_t n);
     tcomms_status_t (*scale)(void *dev, void *buf, size_t n, tcomms_dtype_t dtype, double s);
-    tcomms_status_t (*add)(void *dev, void *dst, const void *src, size_t n, tcomms_dtype_t dtype, double s);
+    /* dst = s * src, plus dst's old value when `keep`; src may be of another dtype (a gradient slot in
+     * config->reduce_dtype into a main-dtype shard) */
+    tcomms_status_t (*add)(void *dev, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st, size_t n,
+                           double s, int keep);
     tcomms_status_t (*copy)(void *dev, void *dst, const void *src, size_t bytes);
     tcomms_status_t (*sync)(void *dev); /* block the host until the queued work is done */
     int (*on_device)(void *dev, const void *p); /* 1 when `p` is memory the element-wise work can address */
@@ -211,8 +214,9 @@ tcomms_status_t tc_fsdp_zero(tcomms_fsdp_t *rt, void *buf, size_t n, tcomms_dtyp
 tcomms_status_t tc_fsdp_cast(tcomms_fsdp_t *rt, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
                              size_t n);
 tcomms_status_t tc_fsdp_scale(tcomms_fsdp_t *rt, void *buf, size_t n, tcomms_dtype_t dtype, double s);
-/* dst += s * src */
-tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, const void *src, size_t n, tcomms_dtype_t dtype, double s);
+/* dst (dtype dt) = s * src (dtype st), plus dst's old value when `keep` */
+tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
+                            size_t n, double s, int keep);
 tcomms_status_t tc_fsdp_copy(tcomms_fsdp_t *rt, void *dst, const void *src, size_t bytes);
 tcomms_status_t tc_fsdp_sync(tcomms_fsdp_t *rt);
 /* Pick rt->ops from groups.members' device (finalize); tc_fsdp_ops_close returns to the host ops (destroy). */

@@ -69,6 +69,14 @@ static tcomms_status_t check_config(const tcomms_fsdp_config_t *c)
                         "OPTIM_GRADS or OPTIM_GRADS_PARAMS", fn);
     if (c->main_dtype != TCOMMS_FLOAT32 && c->main_dtype != TCOMMS_FLOAT64)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: config->main_dtype must be float32 or float64", fn);
+    if (c->reduce_dtype != TCOMMS_FLOAT32 && c->reduce_dtype != TCOMMS_FLOAT64 &&
+        c->reduce_dtype != TCOMMS_BFLOAT16 && c->reduce_dtype != TCOMMS_FLOAT16)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: config->reduce_dtype must be float32, float64, bfloat16 or "
+                        "float16", fn);
+    /* ZeRO-0/1 accumulate the full gradients across microbatches in their buffer: it must be the main dtype */
+    if (c->reduce_dtype != c->main_dtype && c->strategy < TCOMMS_FSDP_OPTIM_GRADS)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: config->reduce_dtype other than main_dtype needs strategy "
+                        "OPTIM_GRADS or OPTIM_GRADS_PARAMS (ZeRO-0/1 accumulate full gradients in main_dtype)", fn);
     if (c->prefetch_forward < 0 || c->prefetch_backward < 0)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: config->prefetch_forward/prefetch_backward must be >= 0", fn);
     if (c->max_live_units < 1)
@@ -149,6 +157,8 @@ tcomms_status_t tcomms_fsdp_create(const tcomms_fsdp_groups_t *groups, const tco
         c = *config;
     if (c.main_dtype == TCOMMS_INT8)
         c.main_dtype = TCOMMS_FLOAT32;
+    if (c.reduce_dtype == TCOMMS_INT8)
+        c.reduce_dtype = c.main_dtype;
     if (c.max_live_units == 0)
         c.max_live_units = 2;
     if (c.grad_scale == 0)
@@ -293,7 +303,7 @@ static uint64_t config_hash(const tcomms_fsdp_t *rt, const tcomms_fsdp_layout_t 
     const tcomms_fsdp_config_t *c = &rt->cfg;
     int64_t head[] = {c->strategy,         c->outer,   c->main_dtype, c->prefetch_forward, c->prefetch_backward,
                       c->max_live_units,   c->keep_after_forward,     c->windows,          rt->nunits,
-                      rt->nbuckets,        rt->nparams,               c->optimizer_casts != 0};
+                      rt->nbuckets,        rt->nparams,               c->optimizer_casts != 0, c->reduce_dtype};
     uint64_t h = tc_fsdp_hash_i64(TC_FSDP_HASH_INIT, (int64_t)tc_fsdp_layout_hash(layout));
     h = tc_fsdp_hash_bytes(h, head, sizeof(head));
     for (int b = 0; b < rt->nbuckets; b++) {

@@ -49,17 +49,20 @@ typedef struct scen {
     tcomms_fsdp_outer_t outer;
     int min_ranks;
     int casts; /* config.optimizer_casts: the test writes the weights of its pieces */
+    tcomms_dtype_t rd; /* config.reduce_dtype (0: float32); the gradients are small integers, exact in bfloat16 */
 } scen_t;
 
 static const scen_t scens[] = {
-    {"zero0", TCOMMS_FSDP_NO_SHARD, TCOMMS_FSDP_OUTER_NONE, 2, 0},
-    {"zero1", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, 2, 0},
-    {"zero2", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, 2, 0},
-    {"zero3", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, 2, 0},
-    {"hsdp-zero3", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE, 4, 0},
-    {"hybrid-zero2", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, 4, 0},
-    {"zero1-casts", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, 2, 1},
-    {"zero3-casts", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, 2, 1},
+    {"zero0", TCOMMS_FSDP_NO_SHARD, TCOMMS_FSDP_OUTER_NONE, 2, 0, 0},
+    {"zero1", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, 2, 0, 0},
+    {"zero2", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, 2, 0, 0},
+    {"zero3", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, 2, 0, 0},
+    {"hsdp-zero3", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE, 4, 0, 0},
+    {"hybrid-zero2", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, 4, 0, 0},
+    {"zero1-casts", TCOMMS_FSDP_OPTIM, TCOMMS_FSDP_OUTER_NONE, 2, 1, 0},
+    {"zero3-casts", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, 2, 1, 0},
+    {"zero2-reduce-bf16", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, 2, 0, TCOMMS_BFLOAT16},
+    {"zero3-reduce-bf16", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, 2, 1, TCOMMS_BFLOAT16},
 };
 #define NSCENS ((int)(sizeof(scens) / sizeof(scens[0])))
 
@@ -130,6 +133,7 @@ static int open_case(ctx_t *c)
     cfg.main_dtype = TCOMMS_FLOAT32;
     cfg.prefetch_forward = cfg.prefetch_backward = 1;
     cfg.optimizer_casts = c->s->casts;
+    cfg.reduce_dtype = c->s->rd;
     cfg.grad_scale = SCALE;
     cfg.timeout_ms = OP_TIMEOUT_MS;
     cfg.stream = c->stream;
@@ -177,21 +181,23 @@ static int check_weights(ctx_t *c, double (*value)(int, size_t), const char *whe
     return fails;
 }
 
-/* Add this rank's gradients of microbatch m into grad_data: the device buffer is read, added to on the host in
- * float (as a GEMM with beta = 1 would in float32) and written back, all ordered on the stream. */
+/* Add this rank's gradients of microbatch m into grad_data (config.reduce_dtype): the device buffer is read,
+ * added to on the host (as a GEMM with beta = 1 would in float32) and written back, all ordered on the stream. */
 static int add_grads(ctx_t *c, int u, int m)
 {
     float host[MAXN];
+    tcomms_dtype_t gd = c->s->rd ? c->s->rd : TCOMMS_FLOAT32;
+    size_t es = tcomms_dtype_size(gd);
     for (int p = 0; p < NPARAMS; p++) {
-        float *g = NULL;
+        void *g = NULL;
         if (model[p].unit != u)
             continue;
-        CALL(tcomms_fsdp_grad_data(c->f, p, (void **)&g));
-        if (fetch(c, host, g, numel(p) * sizeof(float)))
+        CALL(tcomms_fsdp_grad_data(c->f, p, &g));
+        if (fetch(c, host, g, numel(p) * es))
             return 1;
         for (size_t i = 0; i < numel(p); i++)
-            host[i] += (float)grad_value(c->rank, m, p, i);
-        if (put(c, g, host, numel(p) * sizeof(float)))
+            put_as(host, gd, i, get(host, gd, i) + grad_value(c->rank, m, p, i));
+        if (put(c, g, host, numel(p) * es))
             return 1;
     }
     return 0;
