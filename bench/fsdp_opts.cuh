@@ -48,7 +48,7 @@ static void usage(FILE *f)
           "  --sync-all      the optimizer starts after finish_grad_sync, not on each piece after its sync_shard\n"
           "  --optimizer-casts  SGD also writes the weights (config.optimizer_casts): install_weights does not cast\n"
           "  --reduce-dtype bf16|fp32  gradients and their reduce-scatters (config.reduce_dtype; fp32; bf16 needs\n"
-          "                  zero2 or zero3): the weight-gradient GEMMs write that dtype\n"
+          "                  bf16 compute and zero2 or zero3): the weight-gradient GEMMs write that dtype\n"
           "Prints one line per mode and, with all three, the overlap (compute + comm - full) / comm in [0, 1].\n"
           "Exit 77 without a GPU.\n",
           f);
@@ -136,6 +136,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
     if (!bad && optind < argc) bad = bad_arg("unexpected argument", argv[optind]);
     if (!bad && o->reduce_bf16 && o->strategy < TCOMMS_FSDP_OPTIM_GRADS)
         bad = bad_arg("--reduce-dtype bf16 needs --strategy zero2 or zero3", strategy_names[o->strategy]);
+    if (!bad && o->reduce_bf16 && o->fp32) /* cuBLAS has no fp32 GEMM writing bf16 */
+        bad = bad_arg("--reduce-dtype bf16 needs --dtype bf16", "fp32");
     if (bad) usage(stderr);
     return bad;
 }
