@@ -1,16 +1,22 @@
 # FSDP runtime tests on the CPU backends: layouts against brute-force enumeration and the communicators
-# tcomms_fsdp_groups_create makes (test_fsdp_layout), the runtime's buckets, strategies and reference counts
-# (test_fsdp_runtime). Training against an unsharded reference is in tests/fsdp_train.mk.
+# tcomms_fsdp_groups_create makes (test_fsdp_layout), the runtime's buckets and strategies against loop-computed
+# results (test_fsdp_runtime), its call order, reference counts, configuration errors and failures
+# (test_fsdp_calls); the last two share tests/fsdp_case.c. Training against an unsharded reference is in
+# tests/fsdp_train.mk.
 if HAVE_CHECK
-check_PROGRAMS += tests/test_fsdp_layout tests/test_fsdp_runtime
-TESTS += tests/test_fsdp_layout tests/test_fsdp_runtime
+check_PROGRAMS += tests/test_fsdp_layout tests/test_fsdp_runtime tests/test_fsdp_calls
+TESTS += tests/test_fsdp_layout tests/test_fsdp_runtime tests/test_fsdp_calls
 tests_test_fsdp_layout_SOURCES = tests/test_fsdp_layout.c
 tests_test_fsdp_layout_CPPFLAGS = $(mrank_cppflags)
 tests_test_fsdp_layout_CFLAGS = $(mrank_cflags)
 # links the core statically: it also checks hidden tc_fsdp_* helpers
 tests_test_fsdp_layout_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
-tests_test_fsdp_runtime_SOURCES = tests/test_fsdp_runtime.c tests/fsdp_values.h
+tests_test_fsdp_runtime_SOURCES = tests/test_fsdp_runtime.c tests/fsdp_case.c tests/fsdp_case.h tests/fsdp_values.h
 tests_test_fsdp_runtime_CPPFLAGS = $(mrank_cppflags)
 tests_test_fsdp_runtime_CFLAGS = $(mrank_cflags)
 tests_test_fsdp_runtime_LDADD = $(mrank_ldadd)
+tests_test_fsdp_calls_SOURCES = tests/test_fsdp_calls.c tests/fsdp_case.c tests/fsdp_case.h tests/fsdp_values.h
+tests_test_fsdp_calls_CPPFLAGS = $(mrank_cppflags)
+tests_test_fsdp_calls_CFLAGS = $(mrank_cflags)
+tests_test_fsdp_calls_LDADD = $(mrank_ldadd)
 endif
