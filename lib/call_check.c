@@ -3,7 +3,7 @@
  * type, count, dtype, op, root, and the v-variants' count arrays), compares them and publishes a verdict. When
  * ranks disagree, or call different collectives or in a different order, every rank gets TCOMMS_ERR_MISMATCH
  * naming both sides and nothing is posted; unchecked, NCCL hangs or reduces garbage and the CPU backends time
- * out. It costs four store requests per call on each rank, and two per rank on rank 0. Point-to-point calls are
+ * out. It costs three store requests per call on each rank, and one more per rank on rank 0. Point-to-point calls are
  * not checked: a receive that waited for its sender's description would deadlock the usual exchange (both ranks
  * post the receive first). */
 #include <stdio.h>

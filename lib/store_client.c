@@ -255,16 +255,22 @@ static tcomms_status_t tcp_wait(tcomms_store_t *base, const char *const *keys, s
     return st;
 }
 
+/* One GET_WAIT: the server replies once the key is set, with its value. */
 static tcomms_status_t tcp_get(tcomms_store_t *base, const char *key, void **value, size_t *len, uint32_t timeout_ms)
 {
     tcp_store_t *s = (tcp_store_t *)base;
-    tcomms_status_t st = tcp_wait(base, &key, 1, timeout_ms);
-    if (st != TCOMMS_SUCCESS)
-        return st;
+    uint8_t t[4];
+    tc_store_put_u32(t, timeout_ms);
     reply_t r;
-    st = transact(s, "get", TC_STORE_OP_GET, key, NULL, 0, s->io_timeout_ms, &r);
-    if (st == TCOMMS_SUCCESS)
+    tcomms_status_t st =
+        transact(s, "get", TC_STORE_OP_GET_WAIT, key, t, 4, (uint64_t)timeout_ms + REPLY_MARGIN_MS, &r);
+    if (st == TCOMMS_SUCCESS && r.code == TC_STORE_TIMEOUT) {
+        st = tc_error(TCOMMS_ERR_TIMEOUT, "store get: key '%s' not set within %u ms (store at %s)", key, timeout_ms,
+                      s->where);
+        free(r.value);
+    } else if (st == TCOMMS_SUCCESS) {
         st = reply_status(s, "get", key, &r, UINT32_MAX);
+    }
     if (st != TCOMMS_SUCCESS)
         return st;
     *value = r.value;

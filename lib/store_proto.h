@@ -28,6 +28,8 @@ typedef struct tc_store_hdr {
  *   HELLO      key empty; value = token (<= TC_STORE_MAX_KEY bytes)          -> OK | REFUSED
  *   SET        key; value (<= TC_STORE_MAX_VALUE bytes)                      -> OK
  *   GET        key; no value; never blocks                                   -> OK + value | NOT_FOUND
+ *   GET_WAIT   key; value = timeout_ms u32; the key's value once it is set (a WAIT on the one key and a GET in
+ *              one round trip)                                               -> OK + value | TIMEOUT + the key
  *   WAIT       key empty; value = timeout_ms u32, nkeys u32 (<= TC_STORE_MAX_KEYS), then nkeys times
  *              (len u32, len key bytes); keys are checked in order and the reply comes once each has been seen
  *              present (a key deleted after being seen is not waited for again)
@@ -46,7 +48,8 @@ typedef enum tc_store_op {
     TC_STORE_OP_ADD = 5,
     TC_STORE_OP_DEL = 6,
     TC_STORE_OP_DEL_PREFIX = 7,
-    TC_STORE_OP_NUM_KEYS = 8
+    TC_STORE_OP_NUM_KEYS = 8,
+    TC_STORE_OP_GET_WAIT = 9
 } tc_store_op_t;
 
 /* Reply codes. Error replies carry a short text message as their value. After BAD_REQUEST and REFUSED the server

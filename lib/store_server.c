@@ -39,6 +39,7 @@ typedef struct conn {
     uint8_t *body; /* key bytes then value bytes */
     size_t body_len, body_cap, body_got;
     int waiting;     /* a parked WAIT; its keys stay in body */
+    int send_value;  /* the parked WAIT is a GET_WAIT: reply with its one key's value */
     size_t wait_off; /* offset in body of the first key not yet seen present */
     uint64_t deadline_ms;
     uint8_t *out; /* the one reply in flight: no request is read while it is pending */
@@ -85,7 +86,7 @@ static void conn_reset_request(conn_t *c)
     free(c->body);
     c->body = NULL;
     c->body_len = c->body_cap = c->body_got = c->hdr_got = 0;
-    c->waiting = 0;
+    c->waiting = c->send_value = 0;
 }
 
 static void conn_reply(conn_t *c, uint16_t code, const void *value, uint32_t vlen)
@@ -150,6 +151,7 @@ static int header_ok(tc_store_server_t *srv, conn_t *c)
     case TC_STORE_OP_DEL:
     case TC_STORE_OP_DEL_PREFIX: break;
     case TC_STORE_OP_WAIT: kmax = 0; vmin = 8; vmax = TC_STORE_MAX_WAIT_BODY; break;
+    case TC_STORE_OP_GET_WAIT: vmin = vmax = 4; break;
     case TC_STORE_OP_ADD: vmin = vmax = 8; break;
     case TC_STORE_OP_NUM_KEYS: kmax = 0; break;
     default: return conn_fail(c, TC_STORE_BAD_REQUEST, "unknown op %u", h->code), 0;
@@ -195,12 +197,15 @@ static int wait_advance(tc_store_server_t *srv, conn_t *c)
     return 1;
 }
 
-static void wait_finish(conn_t *c, uint16_t code)
+static void wait_finish(tc_store_server_t *srv, conn_t *c, uint16_t code)
 {
     c->waiting = 0;
-    if (code == TC_STORE_OK)
+    if (code == TC_STORE_OK && c->send_value) { /* set just now, or found present: the table holds it */
+        const tc_store_entry_t *e = tc_store_table_find(&srv->table, c->body + 12, tc_store_get_u32(c->body + 8));
+        conn_reply(c, e ? code : TC_STORE_NOT_FOUND, e ? e->value : NULL, e ? e->vlen : 0);
+    } else if (code == TC_STORE_OK) {
         conn_reply(c, code, NULL, 0);
-    else /* name the first missing key; the reply copies it before the body goes */
+    } else /* name the first missing key; the reply copies it before the body goes */
         conn_reply(c, code, c->body + c->wait_off + 4, tc_store_get_u32(c->body + c->wait_off));
     conn_reset_request(c);
 }
@@ -214,7 +219,7 @@ static void notify_waiters(tc_store_server_t *srv, const uint8_t *key, uint32_t 
             memcmp(w->body + w->wait_off + 4, key, klen) != 0)
             continue;
         if (wait_advance(srv, w))
-            wait_finish(w, TC_STORE_OK);
+            wait_finish(srv, w, TC_STORE_OK);
     }
 }
 
@@ -225,11 +230,30 @@ static void do_wait(tc_store_server_t *srv, conn_t *c)
         return conn_fail(c, TC_STORE_BAD_REQUEST, "malformed WAIT body of %zu bytes", c->body_len);
     c->wait_off = 8;
     if (wait_advance(srv, c))
-        return wait_finish(c, TC_STORE_OK);
+        return wait_finish(srv, c, TC_STORE_OK);
     if (timeout_ms == 0)
-        return wait_finish(c, TC_STORE_TIMEOUT);
+        return wait_finish(srv, c, TC_STORE_TIMEOUT);
     c->waiting = 1;
     c->deadline_ms = tc_store_now_ms() + timeout_ms;
+}
+
+/* GET_WAIT: its body (key, timeout) rewritten as a WAIT body for that one key, so parking, waking and expiry are
+ * WAIT's; wait_finish then replies with the value. */
+static void do_get_wait(tc_store_server_t *srv, conn_t *c)
+{
+    uint32_t klen = c->hdr.klen;
+    uint8_t *w = malloc(12 + (size_t)klen);
+    if (w == NULL)
+        return conn_fail(c, TC_STORE_NO_MEMORY, "server out of memory parking a %u-byte key", klen);
+    tc_store_put_u32(w, tc_store_get_u32(c->body + klen));
+    tc_store_put_u32(w + 4, 1);
+    tc_store_put_u32(w + 8, klen);
+    memcpy(w + 12, c->body, klen);
+    free(c->body);
+    c->body = w;
+    c->body_len = c->body_cap = 12 + (size_t)klen;
+    c->send_value = 1;
+    do_wait(srv, c);
 }
 
 static void do_set(tc_store_server_t *srv, conn_t *c, const uint8_t *key, uint32_t klen, const uint8_t *val,
@@ -278,6 +302,7 @@ static void handle_request(tc_store_server_t *srv, conn_t *c)
         break;
     }
     case TC_STORE_OP_WAIT: return do_wait(srv, c); /* keeps the body while parked */
+    case TC_STORE_OP_GET_WAIT: return do_get_wait(srv, c);
     case TC_STORE_OP_ADD: do_add(srv, c, key, klen, val); break;
     case TC_STORE_OP_DEL:
         tc_store_table_del(&srv->table, key, klen);
@@ -433,7 +458,7 @@ static void expire_and_sweep(tc_store_server_t *srv)
     for (size_t i = 0; i < srv->nconns; i++) {
         conn_t *c = srv->conns[i];
         if (c->waiting && !c->dead && c->deadline_ms <= now)
-            wait_finish(c, TC_STORE_TIMEOUT);
+            wait_finish(srv, c, TC_STORE_TIMEOUT);
         if (c->closing && c->deadline_ms <= now)
             c->dead = 1;
         if (!c->dead) {

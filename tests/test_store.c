@@ -228,12 +228,30 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
+/* A get that waits (GET_WAIT) for w->keys[0], its value copied into w->err. */
+static void *get_thread(void *arg)
+{
+    waiter_t *w = arg;
+    tcomms_store_t *s = client(port, NULL);
+    void *v = NULL;
+    size_t len = 0;
+    w->st = tc_store_get(s, w->keys[0], &v, &len, w->timeout_ms);
+    snprintf(w->err, sizeof(w->err), "%.*s", w->st == TCOMMS_SUCCESS ? (int)len : 255,
+             w->st == TCOMMS_SUCCESS ? (const char *)v : tcomms_last_error());
+    free(v);
+    atomic_store(&w->done, 1);
+    tc_store_free(s);
+    return NULL;
+}
+
 START_TEST(test_wait_satisfied_by_other_client)
 {
-    const char *keys[] = {"gate/a", "gate/b", "gate/c"};
+    const char *keys[] = {"gate/a", "gate/b", "gate/c"}, *gkey[] = {"gate/v"};
     waiter_t w = {.keys = keys, .nkeys = 3, .timeout_ms = 10000};
-    pthread_t th;
+    waiter_t g = {.keys = gkey, .nkeys = 1, .timeout_ms = 10000};
+    pthread_t th, gth;
     pthread_create(&th, NULL, wait_thread, &w);
+    pthread_create(&gth, NULL, get_thread, &g);
     tcomms_store_t *s = client(port, NULL);
     ck_ok(tc_store_set(s, "gate/c", "c", 1)); /* out of order: the waiter must still see it */
     msleep(100);
@@ -247,6 +265,10 @@ START_TEST(test_wait_satisfied_by_other_client)
     ck_ok(tc_store_set(s, "gate/b", "b", 1));
     pthread_join(th, NULL);
     ck_assert_msg(w.st == TCOMMS_SUCCESS, "wait -> %d: %s", (int)w.st, w.err);
+    ck_assert_int_eq(atomic_load(&g.done), 0); /* the get still waits for its own key */
+    ck_ok(tc_store_set(s, "gate/v", "value", 5));
+    pthread_join(gth, NULL);
+    ck_assert_msg(g.st == TCOMMS_SUCCESS && strcmp(g.err, "value") == 0, "get -> %d: %s", (int)g.st, g.err);
     tc_store_free(s);
 }
 END_TEST
@@ -510,6 +532,11 @@ START_TEST(test_malformed_requests)
     memcpy(body + 12, "abcd", 4);
     raw_header(fd, TC_STORE_MAGIC, TC_STORE_OP_WAIT, 0, 16);
     raw_send(fd, body, 16);
+    raw_expect_closed(fd, TC_STORE_BAD_REQUEST);
+    expect_serving(1);
+
+    fd = raw_connect(); /* GET_WAIT's value is a 4-byte timeout */
+    raw_header(fd, TC_STORE_MAGIC, TC_STORE_OP_GET_WAIT, 1, 3);
     raw_expect_closed(fd, TC_STORE_BAD_REQUEST);
     expect_serving(1);
 
