@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "fsdp_case.h"
 #include "fsdp_values.h"
 
@@ -361,4 +362,19 @@ void run_job(mrank_fn_t fn, int nranks, int backend)
     int failing = mrank_run(nranks, fn, &j, JOB_S);
     mrank_shared_free((void *)j.counter, sizeof(int));
     ck_assert_msg(failing == 0, "%d of %d ranks failed on %s", failing, nranks, backends[backend]);
+}
+
+int case_main(const char *name, void (*add)(TCase *tc))
+{
+    nbackends = mrank_backends(backends, MAX_BACKENDS);
+    if (nbackends == 0) {
+        printf("test_%s: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n", name);
+        return 77;
+    }
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, JOB_S + 30);
+    add(tc);
+    suite_add_tcase(s, tc);
+    return check_run(s);
 }

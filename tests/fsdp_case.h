@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <check.h>
 #include <tcomms/fsdp.h>
 
 #include "mrank.h"
@@ -90,5 +91,9 @@ typedef struct job {
 
 /* `fn` on `nranks` ranks of backends[backend]; a Check assertion on the ranks that failed. */
 void run_job(mrank_fn_t fn, int nranks, int backend);
+
+/* A program's main: read TCOMMS_TEST_BACKENDS (none: say so and return 77, a skip), let `add` put its tests in
+ * one test case named `name`, run the suite. */
+int case_main(const char *name, void (*add)(TCase *tc));
 
 #endif

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "fsdp_case.h"
 #include "fsdp_values.h"
 
@@ -277,17 +276,12 @@ START_TEST(test_misc)
 }
 END_TEST
 
+static void add_tests(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_misc, 0, nbackends);
+}
+
 int main(void)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_fsdp_calls: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("fsdp_calls");
-    TCase *tc = tcase_create("fsdp_calls");
-    tcase_set_timeout(tc, JOB_S + 30);
-    tcase_add_loop_test(tc, test_misc, 0, nbackends);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return case_main("fsdp_calls", add_tests);
 }

@@ -6,7 +6,6 @@
 #include <check.h>
 #include <stdio.h>
 
-#include "check_run.h"
 #include "fsdp_case.h"
 
 static const char *const strategy_names[] = {"NO_SHARD", "OPTIM", "OPTIM_GRADS", "OPTIM_GRADS_PARAMS"};
@@ -93,18 +92,13 @@ START_TEST(test_hsdp_expert)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_fsdp_runtime: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("fsdp_runtime");
-    TCase *tc = tcase_create("fsdp_runtime");
-    tcase_set_timeout(tc, JOB_S + 30);
     tcase_add_loop_test(tc, test_strategies, 0, 2 * nbackends);
     tcase_add_loop_test(tc, test_hsdp_expert, 0, nbackends);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return case_main("fsdp_runtime", add_tests);
 }
