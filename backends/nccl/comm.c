@@ -68,6 +68,7 @@ static void release_resources(tcn_comm_t *c)
     if (c->one)
         cudaFree(c->one);
     tcn_scratch_free(c);
+    tcn_small_free(c);
     c->stream = NULL;
     c->one = NULL;
 }
@@ -295,8 +296,10 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
 {
     tcn_comm_t *p = args->parent;
     int device = p ? p->device : args->device.index, ndev = 0;
-    long watch_ms; /* read before any NCCL call, so a bad value fails every rank alike and early */
+    long watch_ms, small_bytes; /* read before any NCCL call, so a bad value fails every rank alike and early */
     tcomms_status_t st = tcn_env_long("TCOMMS_NCCL_WATCHDOG_MS", 1, 60000, 100, &watch_ms);
+    if (st == TCOMMS_SUCCESS)
+        st = tcn_env_long("TCOMMS_NCCL_SMALL_BYTES", 0, 1 << 20, 65536, &small_bytes);
     if (st != TCOMMS_SUCCESS) {
         if (p)
             split_vote(p, args, 0);
@@ -327,6 +330,8 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
     }
     if (st == TCOMMS_SUCCESS)
         st = p ? init_split(c, p, args) : init_root(c, args);
+    if (st == TCOMMS_SUCCESS)
+        st = tcn_small_setup(c, args, c->cfg.small_bytes >= 0 ? c->cfg.small_bytes : small_bytes);
     if (st == TCOMMS_SUCCESS)
         st = barrier(c);
     if (st == TCOMMS_SUCCESS)

@@ -13,7 +13,8 @@ typedef enum { K_BOOL, K_INT, K_STR, K_POLICY } kind_t;
 
 enum {
     F_BLOCKING, F_CGA, F_MIN_CTAS, F_MAX_CTAS, F_SPLIT_SHARE, F_HIGH_PRIO, F_NET_NAME, F_TRAFFIC_CLASS,
-    F_COMM_NAME, F_COLLNET, F_CTA_POLICY, F_SHRINK_SHARE, F_NVLS_CTAS, F_NCH_NET_PEER, F_NVLINK_SCHED, F_COUNT
+    F_COMM_NAME, F_COLLNET, F_CTA_POLICY, F_SHRINK_SHARE, F_NVLS_CTAS, F_NCH_NET_PEER, F_NVLINK_SCHED,
+    F_SMALL_BYTES, F_COUNT
 };
 
 static const struct key_def {
@@ -45,11 +46,13 @@ static const struct key_def {
                         TCN_HAS_CONFIG_28, "NCCL_NCHANNELS_PER_NET_PEER", "auto"},
     [F_NVLINK_SCHED] = {"nccl.nvlink_centric_sched", "nccl.nvlinkCentricSched", K_BOOL, 0, 1, TCN_HAS_CONFIG_28,
                         "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", "0"},
+    /* tcomms' own (small.c): its default comes from TCOMMS_NCCL_SMALL_BYTES, which the hint overrides */
+    [F_SMALL_BYTES] = {"nccl.small_bytes", "nccl.smallBytes", K_INT, 0, 1 << 20, 1, NULL, "65536"},
 };
 
 #define KNOWN_KEYS                                                                                                 \
     "net_name, traffic_class, comm_name, collnet_enable, cta_policy, shrink_share, nvls_ctas, "                      \
-    "n_channels_per_net_peer, nvlink_centric_sched"
+    "n_channels_per_net_peer, nvlink_centric_sched, small_bytes"
 
 static const char *const policy_names[] = {"default", "efficiency", "zero"};
 
@@ -155,6 +158,7 @@ tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_n
     ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
     memset(cfg, 0, sizeof(*cfg));
     cfg->nc = init;
+    cfg->small_bytes = -1;
     /* An nccl.* key this module does not know is a mistake to report, not a setting to drop. */
     size_t n = tcn_core->hints_count(hints);
     for (size_t i = 0; i < n; i++) {
@@ -191,6 +195,8 @@ tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_n
                 *f = x;
             else if (id == F_HIGH_PRIO)
                 cfg->high_priority = x;
+            else if (id == F_SMALL_BYTES)
+                cfg->small_bytes = x;
         }
         cfg->given |= 1u << id;
         const char *env = defs[id].env ? getenv(defs[id].env) : NULL;
@@ -247,6 +253,10 @@ tcomms_status_t tcn_comm_hint(void *bcomm, const char *key, char *buf, size_t le
     if (!defs[id].available)
         return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl: hint '%s' needs a newer NCCL than %d.%d.%d", key,
                                NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+    if (id == F_SMALL_BYTES) { /* what the communicator runs with: 0 where the path is off */
+        snprintf(buf, len, "%zu", c->small.slot);
+        return TCOMMS_SUCCESS;
+    }
     if (id == F_HIGH_PRIO) {
         /* what the stream got, not what was asked: a device without priorities gives 0 */
         snprintf(buf, len, "%d", c->prio == c->prio_greatest && c->prio_greatest != c->prio_least);

@@ -14,13 +14,32 @@ backends_nccl_tcomms_nccl_la_SOURCES = \
 	backends/nccl/work.c \
 	backends/nccl/group.c \
 	backends/nccl/watchdog.c \
-	backends/nccl/mem.c
+	backends/nccl/mem.c \
+	backends/nccl/small_args.h \
+	backends/nccl/small.c
 backends_nccl_tcomms_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 backends_nccl_tcomms_nccl_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 backends_nccl_tcomms_nccl_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-export-symbols-regex '^tcomms_backend_module$$'
 backends_nccl_tcomms_nccl_la_LIBADD = $(NCCL_LIBS) -lpthread
+# The small-message kernels (small.cu) as an embedded fatbin, like the FSDP runtime's; without nvcc the path is
+# off (small.c agrees on that with the peers all the same).
+if HAVE_NVCC
+nodist_backends_nccl_tcomms_nccl_la_SOURCES = backends/nccl/small_fatbin.c
+backends_nccl_tcomms_nccl_la_CPPFLAGS += -DTCN_HAVE_SMALL=1
+CLEANFILES += backends/nccl/small.fatbin backends/nccl/small_fatbin.c
+
+backends/nccl/small.fatbin: $(srcdir)/backends/nccl/small.cu $(srcdir)/backends/nccl/small_args.h
+	@$(MKDIR_P) backends/nccl
+	$(AM_V_GEN)$(NVCC) -fatbin $(NVCC_FLAGS) -o $@ $(srcdir)/backends/nccl/small.cu
+
+backends/nccl/small_fatbin.c: backends/nccl/small.fatbin
+	$(AM_V_GEN)$(EMBED_FATBIN) tcn_small_fatbin backends/nccl/small.fatbin >$@-t && mv $@-t $@
+else
+backends_nccl_tcomms_nccl_la_CPPFLAGS += -DTCN_HAVE_SMALL=0
 endif
+endif
+EXTRA_DIST += backends/nccl/small.cu
 EXTRA_DIST += docs/nccl.md
 TESTS += backends/nccl/test_module.sh
 EXTRA_DIST += backends/nccl/test_module.sh

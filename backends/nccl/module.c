@@ -46,7 +46,7 @@ static const char *const honoured_hints[] = {
 #if TCN_HAS_SPLIT
     "split_share",
 #endif
-    "nccl.net_name",
+    "nccl.net_name", "nccl.small_bytes",
 #if TCN_HAS_CONFIG_27
     "nccl.traffic_class", "nccl.comm_name", "nccl.collnet_enable", "nccl.cta_policy", "nccl.shrink_share",
     "nccl.nvls_ctas",

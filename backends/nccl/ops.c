@@ -346,6 +346,7 @@ tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
         return tcn_cuda_error(e, "cudaStreamIsCapturing(opts.stream)", c->name);
     }
     int captured = cs == cudaStreamCaptureStatusActive;
+    int small = !captured && !tcn_group_open() && tcn_small_fits(c, a);
     tcn_op_t *op;
     tcomms_status_t st = tcn_op_get(c, !captured, &op); /* no event queries inside a capture */
     if (st != TCOMMS_SUCCESS) {
@@ -371,6 +372,8 @@ tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
     pthread_mutex_lock(&c->lock);
     if (c->nccl == NULL || atomic_load(&c->failed))
         st = tcn_comm_aborted(c, tcn_coll_name(a->type));
+    else if (small)
+        st = tcn_small_launch(c, a, op->run, op->done);
     else
         st = tcn_launch(c, a, op->run, captured, &op->scratch);
     if (st == TCOMMS_SUCCESS && c->nonblocking && !tcn_group_open()) {

@@ -12,6 +12,8 @@
 #include <nccl.h>
 #include <tcomms/backend.h>
 
+#include "small_args.h"
+
 /* ---- what the NCCL headers offer --------------------------------------------------------------------------------
  * configure requires ncclCommInitRankConfig (2.14); everything newer is guarded here, so the module builds (with
  * fewer features, reported as not supported) against older NCCL. */
@@ -39,6 +41,7 @@ typedef struct tcn_config {
     ncclConfig_t nc;
     unsigned given;          /* bit per key of config.c's table: set by a hint */
     int high_priority;       /* high_priority_stream asked */
+    int small_bytes;         /* nccl.small_bytes asked, or -1 */
     char net_name[128];
     char comm_name[128];
 } tcn_config_t;
@@ -105,6 +108,18 @@ tcomms_status_t tcn_work_wait(void *bwork, uint32_t timeout_ms);
 tcomms_status_t tcn_work_synchronize(void *bwork, uint32_t timeout_ms);
 void tcn_work_free(void *bwork);
 
+/* ---- one-shot kernels for small messages (small.c) ----------------------------------------------------------- */
+
+typedef struct tcn_small {
+    size_t slot;                           /* bytes per rank's block at most; 0: the path is off */
+    void *mine;                            /* this rank's staging area and flags (cudaMalloc, exported by IPC) */
+    void *peer[TCN_SMALL_MAX_RANKS];       /* every rank's, mapped here (mine at [rank]) */
+    int *abort_flag;                       /* mapped host memory the kernels poll: set when the communicator fails */
+    uint64_t epoch;                        /* calls on the path so far */
+    cudaStream_t last_stream;              /* where the last call ran, and its completion event */
+    cudaEvent_t last_done;
+} tcn_small_t;
+
 /* ---- communicators (comm.c) ----------------------------------------------------------------------------------- */
 
 struct tcn_comm {
@@ -136,6 +151,7 @@ struct tcn_comm {
     struct tcn_retired *retired; /* outgrown scratch buffers, freed at destroy */
     struct tcn_reg *regs;       /* buffers registered through mem_register (mem.c), under `lock` */
     _Atomic int nwindows;       /* how many of them are symmetric windows (ops.c: copy-engine collectives) */
+    tcn_small_t small;          /* the small-message path (small.c) */
 };
 
 tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm);
@@ -159,6 +175,18 @@ tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStrea
 tcomms_status_t tcn_scratch_take(tcn_comm_t *c, size_t bytes, int registered, cudaStream_t s, void **out);
 tcomms_status_t tcn_scratch_give(tcn_comm_t *c, cudaStream_t s);
 void tcn_scratch_free(tcn_comm_t *c);
+
+/* Collective over the members at creation: map every rank's staging area, or agree that the path is off
+ * (`bytes` is TCOMMS_NCCL_SMALL_BYTES; 0 turns it off). Fails only when the store exchange fails. */
+tcomms_status_t tcn_small_setup(tcn_comm_t *c, const tcomms_backend_comm_args_t *args, long bytes);
+/* Does `a` go by the small-message path (the caller has ruled out captures and groups)? */
+int tcn_small_fits(const tcn_comm_t *c, const tcomms_coll_args_t *a);
+/* Launch `a` on `stream` (c->lock held, device set); `done` will be its completion event. */
+tcomms_status_t tcn_small_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStream_t stream, cudaEvent_t done);
+/* Make waiting kernels give up (tcn_comm_fail); any thread. */
+void tcn_small_abort(tcn_comm_t *c);
+/* Unmap and free, once no call is pending; safe on a communicator whose setup never ran or failed. */
+void tcn_small_free(tcn_comm_t *c);
 
 int tcn_group_open(void);
 void tcn_group_defer(tcn_op_t *op);

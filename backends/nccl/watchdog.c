@@ -64,6 +64,7 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_
     tcn_core->log(TCOMMS_LOG_ERROR, "nccl", "'%s' rank %d: %s; aborting the communicator (ncclCommAbort)", c->name,
                   c->rank, why);
     mark_pending(c, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st, culprit, culprit_gen, why);
+    tcn_small_abort(c); /* only now: a kernel that gives up completes its event, which must not read as success */
     if (c->nccl)
         ncclCommAbort(c->nccl);
     c->nccl = NULL;

@@ -1,7 +1,7 @@
 /* The rank functions of test_nccl (one per Check test, run in every forked rank) and the helpers they share.
  * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams,
  * graphs, timeouts; nccl_death.c: a rank lost inside ncclCommSplit; nccl_fault.c: launches NCCL refuses;
- * nccl_ce.c: copy-engine collectives between windows. */
+ * nccl_ce.c: copy-engine collectives between windows; nccl_small.c: the small-message path. */
 #ifndef TESTS_GPU_NCCL_CASES_H
 #define TESTS_GPU_NCCL_CASES_H
 
@@ -56,6 +56,8 @@ int nt_peer_timeout(int rank, int size, void *arg);
 int nt_split_death_member(int rank, int size, void *arg);
 int nt_split_death_nonmember(int rank, int size, void *arg);
 int nt_split_stall(int rank, int size, void *arg);
+/* nccl_small.c: the small-message path (one-shot kernels) against coll_ref, on and off by hint, across streams. */
+int nt_small_path(int rank, int size, void *arg);
 /* nccl_fault.c: launches NCCL refuses (ncclInvalidArgument on every rank, then ncclSystemError on rank size-1). */
 int nt_launch_failure(int rank, int size, void *arg);
 

@@ -47,9 +47,15 @@ int nt_launch_failure(int rank, int size, void *arg)
     enum { N = 256 };
     int victim = size - 1;
     tcomms_comm_t *c = NULL;
+    tcomms_hints_t *h = NULL;
     float *d = NULL;
-    if (nt_on_gpu(rank, FAULT_TIMEOUT_MS, NULL, &c))
-        return 1;
+    /* the small-message path would launch its own kernel, not ncclAllReduce: off here */
+    int made = tcomms_hints_create(&h) == TCOMMS_SUCCESS &&
+               tcomms_hints_set(h, "nccl.small_bytes", "0") == TCOMMS_SUCCESS &&
+               nt_on_gpu(rank, FAULT_TIMEOUT_MS, h, &c) == 0;
+    tcomms_hints_free(h);
+    if (!made)
+        return 1 + nt_destroy(c, rank);
     if (gpu_alloc_f32(&d, N))
         return 1 + nt_destroy(c, rank);
     fail_next = NCCL_INVALID_ARGUMENT;

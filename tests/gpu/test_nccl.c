@@ -1,8 +1,9 @@
 /* NCCL backend behaviour on GPUs (issue 5), one forked rank per GPU (tests/mrank.c), 2 ranks and 4 when 4 GPUs are
  * visible: eager init and binding, split with hints, unbound parents, stream semantics of wait and synchronize,
  * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, the call
- * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, a
- * rank dying inside ncclCommSplit, and launches NCCL refuses. Without 2 GPUs it exits 77 (skip) saying why. */
+ * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, the
+ * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, and launches NCCL refuses. Without 2
+ * GPUs it exits 77 (skip) saying why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -151,6 +152,7 @@ NCCL_TEST(call_check)
 NCCL_TEST(group_ring)
 NCCL_TEST(registration)
 NCCL_TEST(copy_engine)
+NCCL_TEST(small_path)
 NCCL_TEST(split_stall)
 NCCL_TEST(launch_failure)
 
@@ -198,6 +200,7 @@ int main(void)
     tcase_add_loop_test(tc, test_group_ring, 0, nsizes);
     tcase_add_loop_test(tc, test_registration, 0, nsizes);
     tcase_add_loop_test(tc, test_copy_engine, 0, nsizes);
+    tcase_add_loop_test(tc, test_small_path, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_member, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_nonmember, 0, nsizes);
     tcase_add_loop_test(tc, test_split_stall, 0, nsizes);
