@@ -299,7 +299,8 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
     long watch_ms, small_bytes; /* read before any NCCL call, so a bad value fails every rank alike and early */
     tcomms_status_t st = tcn_env_long("TCOMMS_NCCL_WATCHDOG_MS", 1, 60000, 100, &watch_ms);
     if (st == TCOMMS_SUCCESS)
-        st = tcn_env_long("TCOMMS_NCCL_SMALL_BYTES", 0, 1 << 20, 65536, &small_bytes);
+        st = tcn_env_long("TCOMMS_NCCL_SMALL_BYTES", 0, 1 << 20,
+                          args->size <= TCN_SMALL_DEFAULT_RANKS ? TCN_SMALL_DEFAULT_BYTES : 0, &small_bytes);
     if (st != TCOMMS_SUCCESS) {
         if (p)
             split_vote(p, args, 0);

@@ -46,8 +46,9 @@ static const struct key_def {
                         TCN_HAS_CONFIG_28, "NCCL_NCHANNELS_PER_NET_PEER", "auto"},
     [F_NVLINK_SCHED] = {"nccl.nvlink_centric_sched", "nccl.nvlinkCentricSched", K_BOOL, 0, 1, TCN_HAS_CONFIG_28,
                         "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", "0"},
-    /* tcomms' own (small.c): its default comes from TCOMMS_NCCL_SMALL_BYTES, which the hint overrides */
-    [F_SMALL_BYTES] = {"nccl.small_bytes", "nccl.smallBytes", K_INT, 0, 1 << 20, 1, NULL, "65536"},
+    /* tcomms' own (small.c): its default comes from TCOMMS_NCCL_SMALL_BYTES (comm.c), which the hint overrides;
+     * the query reads what the communicator runs with */
+    [F_SMALL_BYTES] = {"nccl.small_bytes", "nccl.smallBytes", K_INT, 0, 1 << 20, 1, NULL, "0"},
 };
 
 #define KNOWN_KEYS                                                                                                 \

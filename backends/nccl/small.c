@@ -98,7 +98,7 @@ static void free_vals(void **vals, int n)
     }
 }
 
-/* Map every peer's staging area; 0 if one failed (then none stays mapped). */
+/* Map every peer's staging area; 0 if one failed (tcn_small_free unmaps the ones mapped before it). */
 static int map_peers(tcn_comm_t *c, card_t *const *cards)
 {
     tcn_small_t *s = &c->small;

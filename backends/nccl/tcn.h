@@ -110,6 +110,11 @@ void tcn_work_free(void *bwork);
 
 /* ---- one-shot kernels for small messages (small.c) ----------------------------------------------------------- */
 
+/* The path's limit where neither TCOMMS_NCCL_SMALL_BYTES nor the nccl.small_bytes hint sets one: on up to 4 ranks
+ * only. On 8 x H200 it lost to NCCL for all_gather, reduce_scatter and all_to_all (docs/perf.md). */
+#define TCN_SMALL_DEFAULT_BYTES 65536
+#define TCN_SMALL_DEFAULT_RANKS 4
+
 typedef struct tcn_small {
     size_t slot;                           /* bytes per rank's block at most; 0: the path is off */
     void *mine;                            /* this rank's staging area and flags (cudaMalloc, exported by IPC) */
