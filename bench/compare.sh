@@ -42,8 +42,8 @@ cmp_workdir() {
     fi
 }
 
-# $runs rounds; each runs every collective of $colls on every side of $sides, in reverse order on even rounds, by
-# calling the caller's `cmp_run SIDE COLL` with stdout and stderr going to $work/SIDE.COLL.ROUND.{txt,err}.
+# $runs rounds; each runs every collective of $colls on every side of $sides, the order rotated by one side a
+# round, by calling the caller's `cmp_run SIDE COLL` with stdout and stderr going to $work/SIDE.COLL.ROUND.{txt,err}.
 # A caller whose programs take several collectives in one run sets $cmp_batches (e.g. "all_reduce,alltoall"): each
 # word is then one run. With $cmp_budget (seconds), no round starts that would likely end past the budget, counted
 # from the first round; $runs becomes the number of rounds run.
@@ -56,11 +56,15 @@ cmp_rounds() {
             runs=$((k - 1))
             break
         fi
-        order=$sides
-        if [ $((k % 2)) -eq 0 ]; then
-            order=
-            for s in $sides; do order="$s${order:+ $order}"; done
-        fi
+        # Round k starts at side k (cyclically), so every side takes every place in turn: reversing every other
+        # round kept a middle side in the middle, and whatever a place does to a run (the GPUs' clocks after the
+        # side before) could not average out.
+        order= rest= i=0 first=$(((k - 1) % $(echo $sides | wc -w)))
+        for s in $sides; do
+            if [ "$i" -lt "$first" ]; then rest="$rest $s"; else order="$order $s"; fi
+            i=$((i + 1))
+        done
+        order="$order$rest"
         for coll in ${cmp_batches:-$colls}; do
             for side in $order; do
                 echo "$cmp_prog: round $k/$runs: $coll on $side" >&2
