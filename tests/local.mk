@@ -20,7 +20,8 @@ AM_TESTS_ENVIRONMENT = \
 	TCOMMS_TEST_MODULES='$(abs_top_builddir)/tests/.libs'; export TCOMMS_TEST_MODULES; \
 	TCOMMS_RUN='$(abs_top_builddir)/tools/run/tcomms-run'; export TCOMMS_RUN; \
 	RUN_CHILD='$(abs_top_builddir)/tests/run_child'; export RUN_CHILD; \
-	unset TCOMMS_BACKEND TCOMMS_HINTS TCOMMS_RANK TCOMMS_SIZE RANK WORLD_SIZE OMPI_COMM_WORLD_RANK SLURM_PROCID;
+	unset TCOMMS_BACKEND TCOMMS_HINTS TCOMMS_RANK TCOMMS_SIZE RANK WORLD_SIZE OMPI_COMM_WORLD_RANK SLURM_PROCID; \
+	$(NCCL_TEST_ENV)
 
 if HAVE_CHECK
 unit_tests = tests/test_dtype tests/test_hints tests/test_env tests/test_error tests/test_store tests/test_store_coll \

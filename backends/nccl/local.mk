@@ -40,6 +40,13 @@ backends_nccl_tcomms_nccl_la_CPPFLAGS += -DTCN_HAVE_SMALL=0
 endif
 endif
 EXTRA_DIST += backends/nccl/small.cu
+# test_old_nccl.sh compiles the module's sources as make does, against stand-ins for older NCCL releases.
+if BUILD_NCCL
+NCCL_TEST_ENV = TCN_CC='$(CC)'; TCN_CFLAGS='$(DEFS) $(DEFAULT_INCLUDES) $(backends_nccl_tcomms_nccl_la_CPPFLAGS) \
+	$(CPPFLAGS) $(AM_CFLAGS) $(CFLAGS)'; export TCN_CC TCN_CFLAGS;
+else
+NCCL_TEST_ENV =
+endif
 EXTRA_DIST += docs/nccl.md
-TESTS += backends/nccl/test_module.sh
-EXTRA_DIST += backends/nccl/test_module.sh
+TESTS += backends/nccl/test_module.sh backends/nccl/test_old_nccl.sh
+EXTRA_DIST += backends/nccl/test_module.sh backends/nccl/test_old_nccl.sh
