@@ -109,6 +109,7 @@ include tests/run.mk
 include tests/mrank.mk
 include tests/perf.mk
 include tests/plot.mk
+include tests/compare.mk
 include tests/concurrent.mk
 include tests/fsdp.mk
 include tests/fsdp_train.mk
