@@ -99,6 +99,10 @@ nccl_report() {
     printf -- "- sides:"
     for side in $sides; do printf " %s (\`%s\`);" "$(label "$side")" "$side"; done
     echo
+    case " $sides " in *" nccl-raw-again "*)
+        echo "- raw NCCL again (--raw-twice) is the same raw program run a second time each round: its rows below are"
+        echo "  the spread of the measurement itself, the floor under every other side's ratio to raw NCCL" ;;
+    esac
     echo
     echo "## Targets of issue 5"
     echo

@@ -1,4 +1,5 @@
-# Test of bench/compare.sh (tests/test_compare.sh, a shell script): the order of sides, --budget and the medians
-# behind compare-nccl's and compare-openmpi's figures, with stand-in runs.
-TESTS += tests/test_compare.sh
-EXTRA_DIST += tests/test_compare.sh
+# Tests of compare-nccl's and compare-openmpi's figures, shell scripts with stand-in data: bench/compare.sh (the
+# order of sides, --budget, the medians; tests/test_compare.sh) and compare-nccl's summary of issue 5's targets
+# (bench/compare-nccl-report.sh; tests/test_nccl_report.sh).
+TESTS += tests/test_compare.sh tests/test_nccl_report.sh
+EXTRA_DIST += tests/test_compare.sh tests/test_nccl_report.sh
