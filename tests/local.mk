@@ -103,7 +103,7 @@ tests_test_group_CPPFLAGS = $(unit_cppflags)
 tests_test_group_LDADD = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS)
 endif
 
-EXTRA_DIST += tests/check_run.h
+EXTRA_DIST += tests/check_run.h tests/sh_lib.sh
 
 include tests/run.mk
 include tests/mrank.mk

@@ -8,12 +8,7 @@ set -u
 cmp_prog=test_compare
 build='' keep=''
 . "${srcdir:-.}/bench/compare.sh"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/test_compare.XXXXXX")
-trap 'rm -rf "$work"' EXIT INT TERM
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+. "${srcdir:-.}/tests/sh_lib.sh"
 
 # Time of SIDE's run in ROUND: fixed per (side, round), out of sorted order, so a median is not the first or last.
 time_of() { # SIDE ROUND

@@ -10,12 +10,7 @@ cmp_prog=test_nccl_report
 build='' keep=''
 . "${srcdir:-.}/bench/compare.sh"
 . "${srcdir:-.}/bench/compare-nccl-report.sh"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/test_nccl_report.XXXXXX")
-trap 'rm -rf "$work"' EXIT INT TERM
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+. "${srcdir:-.}/tests/sh_lib.sh"
 label() { echo "L-$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
