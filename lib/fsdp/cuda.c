@@ -37,6 +37,13 @@ static struct driver {
     CUresult (*stream_sync)(CUstream);
     CUresult (*pointer_attribute)(void *, CUpointer_attribute, CUdeviceptr);
     CUresult (*error_string)(CUresult, const char **);
+    CUresult (*priority_range)(int *, int *);
+    CUresult (*stream_create)(CUstream *, unsigned int, int);
+    CUresult (*stream_destroy)(CUstream);
+    CUresult (*event_create)(CUevent *, unsigned int);
+    CUresult (*event_destroy)(CUevent);
+    CUresult (*event_record)(CUevent, CUstream);
+    CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int);
 } drv;
 
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -53,7 +60,10 @@ static void load_driver(void)
         SYM(module_load, "cuModuleLoadData"), SYM(module_unload, "cuModuleUnload"),
         SYM(module_function, "cuModuleGetFunction"), SYM(launch, "cuLaunchKernel"),
         SYM(stream_sync, "cuStreamSynchronize"), SYM(pointer_attribute, "cuPointerGetAttribute"),
-        SYM(error_string, "cuGetErrorString"),
+        SYM(error_string, "cuGetErrorString"), SYM(priority_range, "cuCtxGetStreamPriorityRange"),
+        SYM(stream_create, "cuStreamCreateWithPriority"), SYM(stream_destroy, "cuStreamDestroy_v2"),
+        SYM(event_create, "cuEventCreate"), SYM(event_destroy, "cuEventDestroy_v2"),
+        SYM(event_record, "cuEventRecord"), SYM(stream_wait_event, "cuStreamWaitEvent"),
 #undef SYM
     };
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -97,10 +107,14 @@ static tcomms_status_t cu_error(CUresult r, const char *call)
 enum { K_CAST, K_SCALE, K_ADD, K_COUNT };
 static const char *const kernel_names[K_COUNT] = {"tc_fsdp_k_cast", "tc_fsdp_k_scale", "tc_fsdp_k_add"};
 
+/* Two lanes (rt.h): the caller's stream and, once lanes() made it, the runtime's own reduction stream; `stream` is
+ * the one work is queued on now. */
 typedef struct cuda_dev {
     CUdevice device;
     CUcontext ctx;
-    CUstream stream;
+    CUstream stream, lane[2];
+    CUevent *ev;
+    int nev;
     CUmodule module;
     CUfunction fn[K_COUNT];
 } cuda_dev_t;
@@ -249,8 +263,63 @@ static tcomms_status_t dev_sync(void *dev)
     tcomms_status_t st = enter(d, &g);
     if (st != TCOMMS_SUCCESS)
         return st;
-    CUresult r = drv.stream_sync(d->stream);
+    CUresult r = drv.stream_sync(d->lane[0]);
+    if (r == CUDA_SUCCESS && d->lane[1] != NULL)
+        r = drv.stream_sync(d->lane[1]);
     return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuStreamSynchronize"));
+}
+
+/* The reduction lane at the greatest priority: its work is short and frees the gradient slots the backward waits
+ * for. Events without timing, the cheapest kind to record and wait on. */
+static tcomms_status_t dev_lanes(void *dev, int nevents)
+{
+    cuda_dev_t *d = dev;
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    int least = 0, greatest = 0;
+    CUresult r = drv.priority_range(&least, &greatest);
+    if (r != CUDA_SUCCESS)
+        return leave(&g, cu_error(r, "cuCtxGetStreamPriorityRange"));
+    if (d->lane[1] == NULL && (r = drv.stream_create(&d->lane[1], CU_STREAM_NON_BLOCKING, greatest)) != CUDA_SUCCESS)
+        return leave(&g, cu_error(r, "cuStreamCreateWithPriority"));
+    if ((d->ev = calloc((size_t)nevents, sizeof(*d->ev))) == NULL)
+        return leave(&g, tc_error(TCOMMS_ERR_NO_MEMORY, "fsdp: out of memory"));
+    for (; d->nev < nevents; d->nev++)
+        if ((r = drv.event_create(&d->ev[d->nev], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+            return leave(&g, cu_error(r, "cuEventCreate"));
+    return leave(&g, TCOMMS_SUCCESS);
+}
+
+static tcomms_status_t dev_lane(void *dev, int lane, void **stream)
+{
+    cuda_dev_t *d = dev;
+    d->stream = d->lane[lane];
+    *stream = (void *)d->stream;
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t dev_signal(void *dev, int lane, int ev)
+{
+    cuda_dev_t *d = dev;
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    CUresult r = drv.event_record(d->ev[ev], d->lane[lane]);
+    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuEventRecord"));
+}
+
+static tcomms_status_t dev_await(void *dev, int lane, int ev)
+{
+    cuda_dev_t *d = dev;
+    ctx_guard_t g;
+    tcomms_status_t st = enter(d, &g);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    CUresult r = drv.stream_wait_event(d->lane[lane], d->ev[ev], 0);
+    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuStreamWaitEvent"));
 }
 
 static int dev_on_device(void *dev, const void *p)
@@ -272,17 +341,23 @@ static void dev_close(void *dev)
     if (d->ctx != NULL && enter(d, &g) == TCOMMS_SUCCESS) {
         if (d->module != NULL)
             drv.module_unload(d->module);
+        for (int i = 0; i < d->nev; i++)
+            drv.event_destroy(d->ev[i]);
+        if (d->lane[1] != NULL)
+            drv.stream_destroy(d->lane[1]);
         leave(&g, TCOMMS_SUCCESS);
     }
     if (d->ctx != NULL)
         drv.ctx_release(d->device);
+    free(d->ev);
     free(d);
 }
 
 static const tc_fsdp_ops_t cuda_ops = {
     .name = "cuda", .device_type = TCOMMS_DEVICE_CUDA, .alloc = dev_alloc, .free = dev_free, .zero = dev_zero,
     .cast = dev_cast, .scale = dev_scale, .add = dev_add, .copy = dev_copy, .sync = dev_sync,
-    .on_device = dev_on_device, .close = dev_close,
+    .on_device = dev_on_device, .close = dev_close, .lanes = dev_lanes, .lane = dev_lane, .signal = dev_signal,
+    .await = dev_await,
 };
 
 static tcomms_status_t load_kernels(cuda_dev_t *d)
@@ -308,7 +383,8 @@ tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, const tc_fsdp_ops_t 
     cuda_dev_t *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "fsdp: out of memory");
-    d->stream = (CUstream)stream; /* a cudaStream_t is a CUstream; NULL is the legacy default stream in both */
+    /* a cudaStream_t is a CUstream; NULL is the legacy default stream in both */
+    d->stream = d->lane[0] = (CUstream)stream;
     tcomms_status_t st = TCOMMS_SUCCESS;
     CUresult r = drv.device_get(&d->device, device);
     if (r != CUDA_SUCCESS)

@@ -199,6 +199,21 @@ tcomms_status_t tc_fsdp_sync(tcomms_fsdp_t *rt)
     return checked(rt, rt->ops->sync(rt->dev));
 }
 
+tcomms_status_t tc_fsdp_lane(tcomms_fsdp_t *rt, int lane)
+{
+    return checked(rt, rt->ops->lane(rt->dev, lane, &rt->opts.stream));
+}
+
+tcomms_status_t tc_fsdp_signal(tcomms_fsdp_t *rt, int lane, int ev)
+{
+    return checked(rt, rt->ops->signal(rt->dev, lane, ev));
+}
+
+tcomms_status_t tc_fsdp_await(tcomms_fsdp_t *rt, int lane, int ev)
+{
+    return checked(rt, rt->ops->await(rt->dev, lane, ev));
+}
+
 tcomms_status_t tc_fsdp_ops_open(tcomms_fsdp_t *rt)
 {
     tcomms_device_t d;

@@ -1,10 +1,33 @@
 /* FSDP gradients: the backward entry points, gradient buffers (ZeRO-0/1: a persistent full buffer reduced once on
  * the last microbatch; ZeRO-2/3: slots taken per unit at pre_backward and reduce-scattered in place at
  * post_backward, their block added into the main-grad shard), the HSDP all-reduce or hybrid reduce-scatter over
- * inter on the last microbatch, and finish_grad_sync. */
+ * inter on the last microbatch, and finish_grad_sync.
+ *
+ * On a GPU a slot's whole reduction (reduce-scatter, add, zeroing for its next use) is queued at post_backward on
+ * the runtime's reduction lane (rt->eager), which waits for the caller's stream there; the caller's stream waits
+ * only where it needs a result: a slot's zeroing before the slot is handed out again, a unit's additions before
+ * sync_shard, all of them before finish_grad_sync and the outer reductions. So no reduction work sits between the
+ * caller's kernels. On the host, where a wait blocks, a slot is completed only when it is needed. */
 #include <stdlib.h>
 
 #include "rt.h"
+
+/* Events of the lanes: fork (reduction lane waits for the caller's), join (the reverse), one per slot (zeroed
+ * again) and one per unit (its latest additions done). */
+enum { EV_FORK, EV_JOIN, EV_SLOTS };
+
+static int unit_ev(const tcomms_fsdp_t *rt, int unit)
+{
+    return EV_SLOTS + rt->ngslots + unit;
+}
+
+/* Lane `to` waits for the work queued so far on the other lane. */
+static tcomms_status_t follow(tcomms_fsdp_t *rt, int to)
+{
+    int ev = to ? EV_FORK : EV_JOIN;
+    tcomms_status_t st = tc_fsdp_signal(rt, !to, ev);
+    return st == TCOMMS_SUCCESS ? tc_fsdp_await(rt, to, ev) : st;
+}
 
 tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt)
 {
@@ -37,7 +60,11 @@ tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt)
         if ((s->works = calloc((size_t)rt->max_unit_buckets + 1, sizeof(*s->works))) == NULL)
             return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_fsdp_finalize: out of memory");
     }
-    return TCOMMS_SUCCESS;
+    if (rt->ops->lanes == NULL)
+        return TCOMMS_SUCCESS;
+    tcomms_status_t st = rt->ops->lanes(rt->dev, unit_ev(rt, rt->nunits));
+    rt->eager = st == TCOMMS_SUCCESS;
+    return st;
 }
 
 /* Wait for slot `si`'s reduce-scatters and add this rank's block of each (config->reduce_dtype) into the bucket's
@@ -60,6 +87,15 @@ static tcomms_status_t complete_slot(tcomms_fsdp_t *rt, int si)
             st = tc_fsdp_add(rt, k->grad, md, tc_fsdp_at((char *)s->data + k->gslot_off, k->shard_off, rd), rd,
                              k->shard_len, rt->cfg.grad_scale, keep);
         }
+        if (st != TCOMMS_SUCCESS)
+            return st;
+    }
+    if (rt->eager) { /* zeroed for its next unit, which waits for that (take_slot) */
+        tcomms_status_t st = tc_fsdp_zero(rt, s->data, un->gslot_bytes, TCOMMS_UINT8);
+        if (st == TCOMMS_SUCCESS)
+            st = tc_fsdp_signal(rt, 1, EV_SLOTS + si);
+        if (st == TCOMMS_SUCCESS)
+            st = tc_fsdp_signal(rt, 1, unit_ev(rt, s->unit));
         if (st != TCOMMS_SUCCESS)
             return st;
     }
@@ -91,11 +127,29 @@ static int in_flight(const tcomms_fsdp_t *rt, int unit)
 /* Complete slots in posting order until none in flight holds `unit`'s gradients (-1: until none is in flight). */
 static tcomms_status_t complete_slots(tcomms_fsdp_t *rt, int unit)
 {
+    if (rt->eager) /* all queued already: the caller's stream waits for them */
+        return unit < 0 ? follow(rt, 0) : tc_fsdp_await(rt, 0, unit_ev(rt, unit));
     while (in_flight(rt, unit)) {
         tcomms_status_t st = complete_slot(rt, oldest_in_flight(rt));
         if (st != TCOMMS_SUCCESS)
             return st;
     }
+    return TCOMMS_SUCCESS;
+}
+
+/* Eager: the slot whose reduction was queued first, which the caller's stream waits for (zeroed again there). */
+static tcomms_status_t take_eager(tcomms_fsdp_t *rt, int unit)
+{
+    int si = -1;
+    for (int i = 0; i < rt->ngslots; i++)
+        if (rt->gslots[i].state == TC_FSDP_EMPTY && (si < 0 || rt->gslots[i].stamp < rt->gslots[si].stamp))
+            si = i;
+    tcomms_status_t st = tc_fsdp_await(rt, 0, EV_SLOTS + si);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    rt->gslots[si].unit = unit;
+    rt->gslots[si].state = TC_FSDP_BUSY;
+    rt->units[unit].slot = si;
     return TCOMMS_SUCCESS;
 }
 
@@ -105,6 +159,8 @@ static tcomms_status_t take_slot(tcomms_fsdp_t *rt, int unit, const char *fn)
     for (int i = 0; i < rt->ngslots && si < 0; i++)
         if (rt->gslots[i].state == TC_FSDP_EMPTY)
             si = i;
+    if (si >= 0 && rt->eager)
+        return take_eager(rt, unit);
     if (si < 0 && (si = oldest_in_flight(rt)) >= 0) {
         tcomms_status_t st = complete_slot(rt, si);
         if (st != TCOMMS_SUCCESS)
@@ -137,19 +193,15 @@ static int direct_op(const tcomms_fsdp_t *rt, const tc_fsdp_bucket_t *k)
     return rt->cfg.grad_scale == 1.0 / size ? TCOMMS_AVG : -1;
 }
 
-/* End of a unit's backward under ZeRO-2/3: post its gradients' reduce-scatters (config->reduce_dtype).
- * config->grad_scale is applied to the reduced block as complete_slot adds it into the main-grad shard (a pass over
- * 1/S of the data, not all of it); a bucket's first gradients of the step are reduced straight into the shard
- * where the scale is a SUM or an AVG and the dtypes agree, with no add at all. */
-static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
+/* Post the reduce-scatters of slot `si`'s unit (config->reduce_dtype). config->grad_scale is applied to the reduced
+ * block as complete_slot adds it into the main-grad shard (a pass over 1/S of the data, not all of it); a bucket's
+ * first gradients of the step are reduced straight into the shard where the scale is a SUM or an AVG and the
+ * dtypes agree, with no add at all. */
+static tcomms_status_t post_buckets(tcomms_fsdp_t *rt, int si)
 {
-    tc_fsdp_unit_t *un = &rt->units[unit];
-    int si = un->slot;
     tc_fsdp_buf_t *s = &rt->gslots[si];
+    const tc_fsdp_unit_t *un = &rt->units[s->unit];
     tcomms_dtype_t md = rt->cfg.main_dtype, rd = rt->cfg.reduce_dtype;
-    un->slot = -1;
-    s->state = TC_FSDP_READY;
-    s->stamp = ++rt->clock;
     for (int i = 0; i < un->nbuckets; i++) {
         tc_fsdp_bucket_t *k = &rt->buckets[un->buckets[i]];
         if (k->no_grad)
@@ -171,6 +223,29 @@ static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
             return st;
     }
     return TCOMMS_SUCCESS;
+}
+
+/* End of a unit's backward under ZeRO-2/3: reduce its slot, on the reduction lane and completed there at once
+ * when eager. */
+static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
+{
+    tc_fsdp_unit_t *un = &rt->units[unit];
+    int si = un->slot;
+    tc_fsdp_buf_t *s = &rt->gslots[si];
+    un->slot = -1;
+    s->state = TC_FSDP_READY;
+    s->stamp = ++rt->clock;
+    if (!rt->eager)
+        return post_buckets(rt, si);
+    tcomms_status_t st = follow(rt, 1);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_lane(rt, 1);
+    if (st == TCOMMS_SUCCESS)
+        st = post_buckets(rt, si);
+    if (st == TCOMMS_SUCCESS)
+        st = complete_slot(rt, si);
+    tcomms_status_t back = tc_fsdp_lane(rt, 0);
+    return st != TCOMMS_SUCCESS ? st : back;
 }
 
 /* Close `unit`'s gradients for this microbatch (post_backward, or root_post_backward for a missing one). */

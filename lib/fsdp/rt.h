@@ -95,6 +95,14 @@ typedef struct tc_fsdp_ops {
     tcomms_status_t (*sync)(void *dev); /* block the host until the queued work is done */
     int (*on_device)(void *dev, const void *p); /* 1 when `p` is memory the element-wise work can address */
     void (*close)(void *dev);                   /* after a sync: release `dev` */
+    /* Lanes, where work is queued asynchronously (a GPU; NULL on the host, where work is done when called): lane
+     * 0 is the caller's stream, lane 1 the runtime's reduction stream, made with `nevents` events by lanes().
+     * lane() picks where later work goes and returns its stream (for collectives' opts.stream); signal records
+     * event `ev` at the end of a lane's queued work and await makes a lane's later work wait for it. */
+    tcomms_status_t (*lanes)(void *dev, int nevents);
+    tcomms_status_t (*lane)(void *dev, int lane, void **stream);
+    tcomms_status_t (*signal)(void *dev, int lane, int ev);
+    tcomms_status_t (*await)(void *dev, int lane, int ev);
 } tc_fsdp_ops_t;
 
 extern const tc_fsdp_ops_t tc_fsdp_host_ops;
@@ -132,6 +140,7 @@ struct tcomms_fsdp {
     int nubufs;
     tc_fsdp_buf_t *gslots; /* ZeRO-2/3 gradient slots */
     int ngslots;
+    int eager;             /* a slot's reduction and add are queued on the reduction lane at post (reduce.c) */
     void *staging;         /* hybrid: one intra shard of main params, for install_weights */
     uint64_t clock;
 
@@ -219,6 +228,10 @@ tcomms_status_t tc_fsdp_add(tcomms_fsdp_t *rt, void *dst, tcomms_dtype_t dt, con
                             size_t n, double s, int keep);
 tcomms_status_t tc_fsdp_copy(tcomms_fsdp_t *rt, void *dst, const void *src, size_t bytes);
 tcomms_status_t tc_fsdp_sync(tcomms_fsdp_t *rt);
+/* Lanes (tc_fsdp_ops_t): queue later work and collectives on `lane`; record / wait for event `ev`. */
+tcomms_status_t tc_fsdp_lane(tcomms_fsdp_t *rt, int lane);
+tcomms_status_t tc_fsdp_signal(tcomms_fsdp_t *rt, int lane, int ev);
+tcomms_status_t tc_fsdp_await(tcomms_fsdp_t *rt, int lane, int ev);
 /* Pick rt->ops from groups.members' device (finalize); tc_fsdp_ops_close returns to the host ops (destroy). */
 tcomms_status_t tc_fsdp_ops_open(tcomms_fsdp_t *rt);
 void tc_fsdp_ops_close(tcomms_fsdp_t *rt);
