@@ -124,16 +124,18 @@ static int in_flight(const tcomms_fsdp_t *rt, int unit)
     return 0;
 }
 
-/* Complete slots in posting order until none in flight holds `unit`'s gradients (-1: until none is in flight). */
+/* Complete slots in posting order until none in flight holds `unit`'s gradients (-1: until none is in flight).
+ * Eager, none is in flight (only a post that failed half-way leaves one, whose handles destroy must free): the
+ * caller's stream waits for what was queued. */
 static tcomms_status_t complete_slots(tcomms_fsdp_t *rt, int unit)
 {
-    if (rt->eager) /* all queued already: the caller's stream waits for them */
-        return unit < 0 ? follow(rt, 0) : tc_fsdp_await(rt, 0, unit_ev(rt, unit));
     while (in_flight(rt, unit)) {
         tcomms_status_t st = complete_slot(rt, oldest_in_flight(rt));
         if (st != TCOMMS_SUCCESS)
             return st;
     }
+    if (rt->eager)
+        return unit < 0 ? follow(rt, 0) : tc_fsdp_await(rt, 0, unit_ev(rt, unit));
     return TCOMMS_SUCCESS;
 }
 
