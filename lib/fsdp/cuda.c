@@ -300,26 +300,26 @@ static tcomms_status_t dev_lane(void *dev, int lane, void **stream)
     return TCOMMS_SUCCESS;
 }
 
-static tcomms_status_t dev_signal(void *dev, int lane, int ev)
+/* Record event `ev` on a lane (signal), or make the lane wait for it (await). */
+static tcomms_status_t lane_event(void *dev, int lane, int ev, int wait)
 {
     cuda_dev_t *d = dev;
     ctx_guard_t g;
     tcomms_status_t st = enter(d, &g);
     if (st != TCOMMS_SUCCESS)
         return st;
-    CUresult r = drv.event_record(d->ev[ev], d->lane[lane]);
-    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuEventRecord"));
+    CUresult r = wait ? drv.stream_wait_event(d->lane[lane], d->ev[ev], 0) : drv.event_record(d->ev[ev], d->lane[lane]);
+    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, wait ? "cuStreamWaitEvent" : "cuEventRecord"));
+}
+
+static tcomms_status_t dev_signal(void *dev, int lane, int ev)
+{
+    return lane_event(dev, lane, ev, 0);
 }
 
 static tcomms_status_t dev_await(void *dev, int lane, int ev)
 {
-    cuda_dev_t *d = dev;
-    ctx_guard_t g;
-    tcomms_status_t st = enter(d, &g);
-    if (st != TCOMMS_SUCCESS)
-        return st;
-    CUresult r = drv.stream_wait_event(d->lane[lane], d->ev[ev], 0);
-    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuStreamWaitEvent"));
+    return lane_event(dev, lane, ev, 1);
 }
 
 static int dev_on_device(void *dev, const void *p)
