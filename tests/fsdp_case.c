@@ -280,6 +280,8 @@ out:
     return fails;
 }
 
+void (*case_made)(tcomms_fsdp_t *f, const scen_t *s);
+
 tcomms_fsdp_t *make(const env_t *e, const scen_t *s, const tcomms_fsdp_config_t *base, const char *what,
                            int *fails)
 {
@@ -303,6 +305,8 @@ tcomms_fsdp_t *make(const env_t *e, const scen_t *s, const tcomms_fsdp_config_t 
             *fails += mrank_failf("FAIL %s: parameter %d got id %d", what, p, id);
     }
     CALL(tcomms_fsdp_finalize(f, e->layout));
+    if (case_made != NULL)
+        case_made(f, s);
     return f;
 out:
     *fails += 1;

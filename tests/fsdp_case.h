@@ -76,6 +76,8 @@ tcomms_dtype_t dtype_of(const scen_t *s, int p);
 /* A runtime for `s` (over `base`'s configuration when given), its parameters registered and finalized; NULL with
  * *fails counted on failure. */
 tcomms_fsdp_t *make(const env_t *e, const scen_t *s, const tcomms_fsdp_config_t *base, const char *what, int *fails);
+/* When set, make() calls it on each runtime it has finalized (test_fsdp_lanes swaps the runtime's ops there). */
+extern void (*case_made)(tcomms_fsdp_t *f, const scen_t *s);
 /* load_param of every parameter with init_value. */
 int load_all(tcomms_fsdp_t *f, const char *what);
 /* One step: s->mb microbatches, gradients added on every unit but `skip` (-1: none). */

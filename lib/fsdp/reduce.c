@@ -24,8 +24,9 @@ static int unit_ev(const tcomms_fsdp_t *rt, int unit)
 /* Lane `to` waits for the work queued so far on the other lane. */
 static tcomms_status_t follow(tcomms_fsdp_t *rt, int to)
 {
-    int ev = to ? EV_FORK : EV_JOIN;
-    tcomms_status_t st = tc_fsdp_signal(rt, !to, ev);
+    int from = to == TC_FSDP_LANE_REDUCE ? TC_FSDP_LANE_CALLER : TC_FSDP_LANE_REDUCE;
+    int ev = to == TC_FSDP_LANE_REDUCE ? EV_FORK : EV_JOIN;
+    tcomms_status_t st = tc_fsdp_signal(rt, from, ev);
     return st == TCOMMS_SUCCESS ? tc_fsdp_await(rt, to, ev) : st;
 }
 
@@ -93,9 +94,9 @@ static tcomms_status_t complete_slot(tcomms_fsdp_t *rt, int si)
     if (rt->eager) { /* zeroed for its next unit, which waits for that (take_slot) */
         tcomms_status_t st = tc_fsdp_zero(rt, s->data, un->gslot_bytes, TCOMMS_UINT8);
         if (st == TCOMMS_SUCCESS)
-            st = tc_fsdp_signal(rt, 1, EV_SLOTS + si);
+            st = tc_fsdp_signal(rt, TC_FSDP_LANE_REDUCE, EV_SLOTS + si);
         if (st == TCOMMS_SUCCESS)
-            st = tc_fsdp_signal(rt, 1, unit_ev(rt, s->unit));
+            st = tc_fsdp_signal(rt, TC_FSDP_LANE_REDUCE, unit_ev(rt, s->unit));
         if (st != TCOMMS_SUCCESS)
             return st;
     }
@@ -135,7 +136,7 @@ static tcomms_status_t complete_slots(tcomms_fsdp_t *rt, int unit)
             return st;
     }
     if (rt->eager)
-        return unit < 0 ? follow(rt, 0) : tc_fsdp_await(rt, 0, unit_ev(rt, unit));
+        return unit < 0 ? follow(rt, TC_FSDP_LANE_CALLER) : tc_fsdp_await(rt, TC_FSDP_LANE_CALLER, unit_ev(rt, unit));
     return TCOMMS_SUCCESS;
 }
 
@@ -146,7 +147,7 @@ static tcomms_status_t take_eager(tcomms_fsdp_t *rt, int unit)
     for (int i = 0; i < rt->ngslots; i++)
         if (rt->gslots[i].state == TC_FSDP_EMPTY && (si < 0 || rt->gslots[i].stamp < rt->gslots[si].stamp))
             si = i;
-    tcomms_status_t st = tc_fsdp_await(rt, 0, EV_SLOTS + si);
+    tcomms_status_t st = tc_fsdp_await(rt, TC_FSDP_LANE_CALLER, EV_SLOTS + si);
     if (st != TCOMMS_SUCCESS)
         return st;
     rt->gslots[si].unit = unit;
@@ -239,14 +240,14 @@ static tcomms_status_t post_slot(tcomms_fsdp_t *rt, int unit)
     s->stamp = ++rt->clock;
     if (!rt->eager)
         return post_buckets(rt, si);
-    tcomms_status_t st = follow(rt, 1);
+    tcomms_status_t st = follow(rt, TC_FSDP_LANE_REDUCE);
     if (st == TCOMMS_SUCCESS)
-        st = tc_fsdp_lane(rt, 1);
+        st = tc_fsdp_lane(rt, TC_FSDP_LANE_REDUCE);
     if (st == TCOMMS_SUCCESS)
         st = post_buckets(rt, si);
     if (st == TCOMMS_SUCCESS)
         st = complete_slot(rt, si);
-    tcomms_status_t back = tc_fsdp_lane(rt, 0);
+    tcomms_status_t back = tc_fsdp_lane(rt, TC_FSDP_LANE_CALLER);
     return st != TCOMMS_SUCCESS ? st : back;
 }
 

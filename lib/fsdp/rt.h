@@ -95,8 +95,8 @@ typedef struct tc_fsdp_ops {
     tcomms_status_t (*sync)(void *dev); /* block the host until the queued work is done */
     int (*on_device)(void *dev, const void *p); /* 1 when `p` is memory the element-wise work can address */
     void (*close)(void *dev);                   /* after a sync: release `dev` */
-    /* Lanes, where work is queued asynchronously (a GPU; NULL on the host, where work is done when called): lane
-     * 0 is the caller's stream, lane 1 the runtime's reduction stream, made with `nevents` events by lanes().
+    /* Lanes, where work is queued asynchronously (a GPU; NULL on the host, where work is done when called): the
+     * caller's stream and the runtime's reduction stream (TC_FSDP_LANE_*), made with `nevents` events by lanes().
      * lane() picks where later work goes and returns its stream (for collectives' opts.stream); signal records
      * event `ev` at the end of a lane's queued work and await makes a lane's later work wait for it. */
     tcomms_status_t (*lanes)(void *dev, int nevents);
@@ -106,6 +106,9 @@ typedef struct tc_fsdp_ops {
 } tc_fsdp_ops_t;
 
 extern const tc_fsdp_ops_t tc_fsdp_host_ops;
+
+/* The lanes: config.stream, and the stream where a gradient slot's reduction is queued at post_backward. */
+enum { TC_FSDP_LANE_CALLER, TC_FSDP_LANE_REDUCE };
 
 /* A ZeRO-3 unit buffer (BUSY: all-gather in flight) or a ZeRO-2/3 gradient slot (BUSY: handed out to a unit,
  * READY: its reduce-scatter is in flight). */

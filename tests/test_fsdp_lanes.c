@@ -1,0 +1,182 @@
+/* The FSDP runtime's lanes on the CPU backends. On a GPU the runtime queues a gradient slot's whole reduction at
+ * post_backward on its own stream (lib/fsdp/reduce.c, rt->eager); CI has no GPU, so here a recording ops table
+ * stands in for the CUDA one after finalize: host memory, work done at once, every lane switch, event and
+ * element-wise call written to a trace. The results must still equal tests/fsdp_case.c's loop-computed
+ * references, and the trace must show the schedule: every add into a main-grad shard on the reduction lane,
+ * entered only after it waited for the caller's lane; no gradient slot zeroed on the caller's lane; the caller's
+ * lane waiting once for each slot it is handed. Links the core statically to reach rt.h. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fsdp/rt.h"
+#include "fsdp_case.h"
+
+typedef enum { R_ZERO, R_ADD, R_LANE, R_SIGNAL, R_AWAIT } rkind_t;
+typedef struct rec {
+    rkind_t kind;
+    int lane;
+    const void *p;
+} rec_t;
+
+#define MAX_RECS 65536
+#define MAX_SLOTS 8
+
+static rec_t trace[MAX_RECS];
+static int ntrace, lost, cur_lane;
+static struct { const char *data; size_t bytes; } slots[MAX_SLOTS];
+static int nslots;
+static tc_fsdp_ops_t rec_ops;
+
+static void note(rkind_t kind, int lane, const void *p)
+{
+    if (ntrace == MAX_RECS) {
+        lost++;
+        return;
+    }
+    trace[ntrace++] = (rec_t){kind, lane, p};
+}
+
+static tcomms_status_t rec_zero(void *dev, void *buf, size_t bytes)
+{
+    note(R_ZERO, cur_lane, buf);
+    return tc_fsdp_host_ops.zero(dev, buf, bytes);
+}
+
+static tcomms_status_t rec_add(void *dev, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st,
+                               size_t n, double s, int keep)
+{
+    note(R_ADD, cur_lane, dst);
+    return tc_fsdp_host_ops.add(dev, dst, dt, src, st, n, s, keep);
+}
+
+static tcomms_status_t rec_lane(void *dev, int lane, void **stream)
+{
+    (void)dev;
+    cur_lane = lane;
+    note(R_LANE, lane, NULL);
+    *stream = NULL; /* the CPU backends ignore it: the runtime sets no TCOMMS_OP_OPT_STREAM there */
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t rec_signal(void *dev, int lane, int ev)
+{
+    (void)dev;
+    (void)ev;
+    note(R_SIGNAL, lane, NULL);
+    return TCOMMS_SUCCESS;
+}
+
+static tcomms_status_t rec_await(void *dev, int lane, int ev)
+{
+    (void)dev;
+    (void)ev;
+    note(R_AWAIT, lane, NULL);
+    return TCOMMS_SUCCESS;
+}
+
+/* case_made: the runtime takes the recording ops and the GPU's schedule. */
+static void swap_ops(tcomms_fsdp_t *f, const scen_t *s)
+{
+    (void)s;
+    rec_ops = tc_fsdp_host_ops;
+    rec_ops.zero = rec_zero;
+    rec_ops.add = rec_add;
+    rec_ops.lane = rec_lane;
+    rec_ops.signal = rec_signal;
+    rec_ops.await = rec_await;
+    f->ops = &rec_ops;
+    f->eager = 1;
+    ntrace = lost = cur_lane = 0;
+    nslots = f->ngslots < MAX_SLOTS ? f->ngslots : MAX_SLOTS;
+    for (int i = 0; i < nslots; i++) {
+        slots[i].data = f->gslots[i].data;
+        slots[i].bytes = f->gslots[i].bytes;
+    }
+}
+
+static int in_slot(const void *p)
+{
+    for (int i = 0; i < nslots; i++)
+        if ((const char *)p >= slots[i].data && (const char *)p < slots[i].data + slots[i].bytes)
+            return 1;
+    return 0;
+}
+
+/* The schedule of the runtime's last run_case, from its trace. */
+static int check_trace(const scen_t *s)
+{
+    int fails = 0, adds = 0, entries = 0, waits = 0;
+    if (lost)
+        return mrank_failf("FAIL %s: the trace lost %d records", s->label, lost);
+    for (int i = 0; i < ntrace; i++) {
+        const rec_t *r = &trace[i];
+        if (r->kind == R_ADD && r->lane != TC_FSDP_LANE_REDUCE)
+            fails += mrank_failf("FAIL %s: record %d: an add on lane %d, not the reduction lane", s->label, i,
+                                 r->lane);
+        adds += r->kind == R_ADD;
+        if (r->kind == R_ZERO && r->lane == TC_FSDP_LANE_CALLER && in_slot(r->p))
+            fails += mrank_failf("FAIL %s: record %d: a gradient slot zeroed on the caller's lane", s->label, i);
+        waits += r->kind == R_AWAIT && r->lane == TC_FSDP_LANE_CALLER;
+        if (r->kind != R_LANE || r->lane != TC_FSDP_LANE_REDUCE)
+            continue;
+        entries++;
+        if (i == 0 || trace[i - 1].kind != R_AWAIT || trace[i - 1].lane != TC_FSDP_LANE_REDUCE)
+            fails += mrank_failf("FAIL %s: record %d: the reduction lane entered without waiting for the caller's "
+                                 "first", s->label, i);
+    }
+    if (adds == 0 || entries == 0)
+        fails += mrank_failf("FAIL %s: %d adds and %d reduction-lane entries: the path did not run", s->label,
+                             adds, entries);
+    if (waits < entries)
+        fails += mrank_failf("FAIL %s: the caller's lane waited %d times for %d slot reductions", s->label, waits,
+                             entries);
+    return fails;
+}
+
+static int cases_rank(int rank, int size, void *arg)
+{
+    const job_t *j = arg;
+    /* label, strategy, outer, compute dtype, microbatches, expert, prefetch, optimizer casts, reduce dtype */
+    static const scen_t dp[] = {
+        {"lanes OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_FLOAT32, 3, 0, 0, 0, 0},
+        {"lanes OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE, TCOMMS_BFLOAT16, 3, 0,
+         1, 1, 0},
+        {"lanes OPTIM_GRADS_PARAMS bf16 reductions", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_NONE,
+         TCOMMS_BFLOAT16, 1, 0, 1, 0, TCOMMS_BFLOAT16},
+    };
+    static const scen_t outer[] = {
+        {"lanes HSDP OPTIM_GRADS_PARAMS", TCOMMS_FSDP_OPTIM_GRADS_PARAMS, TCOMMS_FSDP_OUTER_REPLICATE,
+         TCOMMS_FLOAT32, 3, 0, 1, 0, 0},
+        {"lanes hybrid OPTIM_GRADS", TCOMMS_FSDP_OPTIM_GRADS, TCOMMS_FSDP_OUTER_OPTIM, TCOMMS_BFLOAT16, 3, 0, 0, 0,
+         TCOMMS_BFLOAT16},
+    };
+    const scen_t *set = size == 4 ? outer : dp;
+    int n = size == 4 ? 2 : 3;
+    env_t e;
+    int fails = env_open(&e, backends[j->backend], rank, size, 1, size == 4 ? 2 : 1);
+    case_made = swap_ops;
+    for (int i = 0; i < n && !fails; i++) {
+        fails += run_case(&e, &set[i]);
+        if (!fails)
+            fails += check_trace(&set[i]);
+    }
+    env_close(&e);
+    return fails;
+}
+
+START_TEST(test_lanes)
+{
+    run_job(cases_rank, _i / nbackends ? 4 : 2, _i % nbackends);
+}
+END_TEST
+
+static void add_tests(TCase *tc)
+{
+    tcase_add_loop_test(tc, test_lanes, 0, 2 * nbackends);
+}
+
+int main(void)
+{
+    return case_main("fsdp_lanes", add_tests);
+}
