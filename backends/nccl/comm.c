@@ -65,11 +65,16 @@ static void release_resources(tcn_comm_t *c)
 {
     if (c->stream)
         cudaStreamDestroy(c->stream);
+    c->stream = NULL;
+    if (!tcn_end_done(c, c->end_wait_ms)) { /* freeing device memory would wait for a device that never drains */
+        tcn_core->log(TCOMMS_LOG_ERROR, "nccl", "'%s' rank %d: its NCCL communicator's end has not returned; its "
+                      "device buffers are left allocated", c->name, c->rank);
+        return;
+    }
     if (c->one)
         cudaFree(c->one);
     tcn_scratch_free(c);
     tcn_small_free(c);
-    c->stream = NULL;
     c->one = NULL;
 }
 
@@ -426,9 +431,15 @@ tcomms_status_t tcn_comm_destroy(void *bcomm)
             abandon(c);
         }
     }
-    tcn_scratch_free(c); /* deregisters: before the NCCL communicator goes */
-    if (c->nccl)
-        ncclCommDestroy(c->nccl);
+    if (c->nccl != NULL)
+        tcn_scratch_free(c); /* deregisters: before the NCCL communicator goes */
+    /* An aborted communicator's abort gets 5 s more; a destroy waiting on a lost peer gets the timeout, once. */
+    c->end_wait_ms = 5000;
+    if (c->nccl && !tcn_end_nccl(c, 1, (long)c->timeout_ms)) {
+        tcn_core->log(TCOMMS_LOG_ERROR, "nccl", "'%s' rank %d: ncclCommDestroy did not return within %u ms (a peer "
+                      "lost?); it is left running", c->name, c->rank, c->timeout_ms);
+        c->end_wait_ms = 0;
+    }
     c->nccl = NULL;
     pthread_mutex_unlock(&c->lock);
     release_resources(c);

@@ -14,6 +14,7 @@ backends_nccl_tcomms_nccl_la_SOURCES = \
 	backends/nccl/work.c \
 	backends/nccl/group.c \
 	backends/nccl/watchdog.c \
+	backends/nccl/end.c \
 	backends/nccl/mem.c \
 	backends/nccl/small_args.h \
 	backends/nccl/small.c

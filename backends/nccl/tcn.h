@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -149,6 +150,8 @@ struct tcn_comm {
     size_t out;                 /* operations handed out and not back in the pool */
     int dead;                   /* destroyed: the last operation handed back frees the struct */
     _Atomic int failed;         /* 0, or the status pending operations got when the communicator failed */
+    struct tcn_ender *ender;    /* the thread ending its NCCL communicator (end.c), or NULL */
+    long end_wait_ms;           /* how long destroy still waits for that end before leaving device memory */
     char fail_msg[256];
     tcn_comm_t *wnext, *wprev;  /* the watchdog's registry */
     tcn_scratch_t scratch[2];   /* in-place all_to_all scratch (scratch.c): plain, and registered */
@@ -211,9 +214,14 @@ int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes);
  * TCOMMS_NCCL_WATCHDOG_MS), and ends with the last. */
 tcomms_status_t tcn_watch_add(tcn_comm_t *c, long ms);
 void tcn_watch_remove(tcn_comm_t *c);
+/* end.c: ncclCommAbort (destroy 0) or ncclCommDestroy (1) of c->nccl on a thread of its own; 1 when it returned
+ * within `wait_ms`. tcn_end_done at destroy: 1 when no end was started or it has returned, waiting up to
+ * `wait_ms`; 0 when it is stuck (c's device memory must then stay allocated). */
+int tcn_end_nccl(tcn_comm_t *c, int destroy, long wait_ms);
+int tcn_end_done(tcn_comm_t *c, long wait_ms);
 /* Fail `c` once: mark its pending operations (`culprit`, if still the use numbered `culprit_gen`, gets
- * TCOMMS_ERR_TIMEOUT, the others `st`), abort the NCCL communicator, and make every later call
- * TCOMMS_ERR_ABORTED. Any thread; never with c->lock held. */
+ * TCOMMS_ERR_TIMEOUT, the others `st`), abort the NCCL communicator (waiting for that up to a bound), and make
+ * every later call TCOMMS_ERR_ABORTED. Any thread; never with c->lock held. */
 void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_t culprit_gen, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 5, 6)))
@@ -228,6 +236,8 @@ tcomms_status_t tcn_check_async(tcn_comm_t *c);
 /* ---- helpers (util.c) ------------------------------------------------------------------------------------------ */
 
 uint64_t tcn_now_ns(void);
+/* The CLOCK_REALTIME time `ms` from now, as pthread's timed waits take it. */
+struct timespec tcn_in_ms(long ms);
 /* Sleep a little while polling: `round` counts the polls so far (spin, then yield, then sleep up to 1 ms). */
 void tcn_backoff(unsigned round);
 /* Make c's device current; returns the device to restore, or -1 when it already was. */

@@ -15,6 +15,16 @@ uint64_t tcn_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec tcn_in_ms(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long ns = ts.tv_nsec + (ms % 1000) * 1000000L;
+    ts.tv_sec += ms / 1000 + ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    return ts;
+}
+
 void tcn_backoff(unsigned round)
 {
     if (round < 64)

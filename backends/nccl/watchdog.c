@@ -25,9 +25,7 @@ static long interval_ms = 100;
  * must release, so the abort goes ahead without the lock then. */
 static int lock_for_abort(pthread_mutex_t *m)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 2;
+    struct timespec ts = tcn_in_ms(2000);
     return pthread_mutex_timedlock(m, &ts) == 0;
 }
 
@@ -65,14 +63,18 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_
                   c->rank, why);
     mark_pending(c, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st, culprit, culprit_gen, why);
     tcn_small_abort(c); /* only now: a kernel that gives up completes its event, which must not read as success */
-    if (c->nccl)
-        ncclCommAbort(c->nccl);
+    int ended = c->nccl == NULL || tcn_end_nccl(c, 0, 1000);
     c->nccl = NULL;
     tcn_device_leave(prev);
     if (locked)
         pthread_mutex_unlock(&c->lock);
-    tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: communicator aborted; its later calls return "
-                  "TCOMMS_ERR_ABORTED", c->name, c->rank);
+    if (ended)
+        tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: communicator aborted; its later calls return "
+                      "TCOMMS_ERR_ABORTED", c->name, c->rank);
+    else
+        tcn_core->log(TCOMMS_LOG_ERROR, "nccl", "'%s' rank %d: ncclCommAbort has not returned after 1000 ms (a "
+                      "copy-engine collective cannot be interrupted); its later calls return TCOMMS_ERR_ABORTED, "
+                      "and work queued behind it on a stream may never run", c->name, c->rank);
 }
 
 void tcn_fail_launch(tcn_comm_t *c, tcomms_status_t st, const char *what)
@@ -132,11 +134,7 @@ static void *watchdog_main(void *arg)
     cudaThreadExchangeStreamCaptureMode(&mode);
     pthread_mutex_lock(&reg_lock);
     while (!stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long ns = ts.tv_nsec + (interval_ms % 1000) * 1000000L;
-        ts.tv_sec += interval_ms / 1000 + ns / 1000000000L;
-        ts.tv_nsec = ns % 1000000000L;
+        struct timespec ts = tcn_in_ms(interval_ms);
         pthread_cond_timedwait(&reg_cond, &reg_lock, &ts);
         if (stopping)
             break;

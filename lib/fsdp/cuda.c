@@ -34,7 +34,7 @@ static struct driver {
     CUresult (*module_function)(CUfunction *, CUmodule, const char *);
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                        void **, void **);
-    CUresult (*stream_sync)(CUstream);
+    CUresult (*stream_query)(CUstream);
     CUresult (*pointer_attribute)(void *, CUpointer_attribute, CUdeviceptr);
     CUresult (*error_string)(CUresult, const char **);
     CUresult (*priority_range)(int *, int *);
@@ -59,7 +59,7 @@ static void load_driver(void)
         SYM(memcpy_async, "cuMemcpyAsync"), SYM(memset_async, "cuMemsetD8Async"),
         SYM(module_load, "cuModuleLoadData"), SYM(module_unload, "cuModuleUnload"),
         SYM(module_function, "cuModuleGetFunction"), SYM(launch, "cuLaunchKernel"),
-        SYM(stream_sync, "cuStreamSynchronize"), SYM(pointer_attribute, "cuPointerGetAttribute"),
+        SYM(stream_query, "cuStreamQuery"), SYM(pointer_attribute, "cuPointerGetAttribute"),
         SYM(error_string, "cuGetErrorString"), SYM(priority_range, "cuCtxGetStreamPriorityRange"),
         SYM(stream_create, "cuStreamCreateWithPriority"), SYM(stream_destroy, "cuStreamDestroy_v2"),
         SYM(event_create, "cuEventCreate"), SYM(event_destroy, "cuEventDestroy_v2"),
@@ -113,6 +113,7 @@ typedef struct cuda_dev {
     CUdevice device;
     CUcontext ctx;
     CUstream stream, lane[2];
+    uint32_t sync_ms; /* what dev_sync waits at most */
     CUevent *ev;
     int nev;
     CUmodule module;
@@ -256,6 +257,15 @@ static tcomms_status_t dev_add(void *dev, void *dst, tcomms_dtype_t dt, const vo
     return launch(dev, K_ADD, n, args);
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Polled rather than cuStreamSynchronize, and bounded by the runtime's timeout: a collective NCCL cannot abort (a
+ * copy-engine all-gather whose peer is lost waits on a flag in memory) blocks its stream for good. */
 static tcomms_status_t dev_sync(void *dev)
 {
     cuda_dev_t *d = dev;
@@ -263,10 +273,24 @@ static tcomms_status_t dev_sync(void *dev)
     tcomms_status_t st = enter(d, &g);
     if (st != TCOMMS_SUCCESS)
         return st;
-    CUresult r = drv.stream_sync(d->lane[0]);
-    if (r == CUDA_SUCCESS && d->lane[1] != NULL)
-        r = drv.stream_sync(d->lane[1]);
-    return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuStreamSynchronize"));
+    uint64_t deadline = now_ms() + d->sync_ms;
+    for (int i = 0; i < 2; i++) {
+        CUstream s = d->lane[i];
+        if (i == 1 && s == NULL)
+            break;
+        CUresult r;
+        for (unsigned round = 0; (r = drv.stream_query(s)) == CUDA_ERROR_NOT_READY; round++) {
+            if (now_ms() >= deadline)
+                return leave(&g, tc_error(TCOMMS_ERR_TIMEOUT, "fsdp: the work queued on the %s stream did not "
+                                          "finish within %u ms (a collective its communicator could not abort may "
+                                          "block it for good)", i ? "reduction" : "caller's", d->sync_ms));
+            struct timespec ts = {0, round < 100 ? 20000L : 1000000L}; /* 20 us, then 1 ms */
+            nanosleep(&ts, NULL);
+        }
+        if (r != CUDA_SUCCESS)
+            return leave(&g, cu_error(r, "cuStreamQuery"));
+    }
+    return leave(&g, TCOMMS_SUCCESS);
 }
 
 /* The reduction lane at the greatest priority: its work is short and frees the gradient slots the backward waits
@@ -375,7 +399,8 @@ static tcomms_status_t load_kernels(cuda_dev_t *d)
     return leave(&g, TCOMMS_SUCCESS);
 }
 
-tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, const tc_fsdp_ops_t **ops, void **out)
+tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, uint32_t sync_ms, const tc_fsdp_ops_t **ops,
+                                  void **out)
 {
     pthread_once(&drv_once, load_driver);
     if (drv_error[0])
@@ -385,6 +410,7 @@ tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, const tc_fsdp_ops_t 
         return tc_error(TCOMMS_ERR_NO_MEMORY, "fsdp: out of memory");
     /* a cudaStream_t is a CUstream; NULL is the legacy default stream in both */
     d->stream = d->lane[0] = (CUstream)stream;
+    d->sync_ms = sync_ms;
     tcomms_status_t st = TCOMMS_SUCCESS;
     CUresult r = drv.device_get(&d->device, device);
     if (r != CUDA_SUCCESS)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../comm.h"
 #include "../dtype.h"
 #include "rt.h"
 
@@ -227,7 +228,9 @@ tcomms_status_t tc_fsdp_ops_open(tcomms_fsdp_t *rt)
         return TCOMMS_SUCCESS;
     rt->opts.field_mask |= TCOMMS_OP_OPT_STREAM;
     rt->opts.stream = rt->cfg.stream;
-    st = tc_fsdp_cuda_open(d.index, rt->cfg.stream, &rt->ops, &rt->dev);
+    /* the host waits on the device no longer than for a collective */
+    uint32_t sync_ms = rt->cfg.timeout_ms ? rt->cfg.timeout_ms : rt->groups.members->timeout_ms;
+    st = tc_fsdp_cuda_open(d.index, rt->cfg.stream, sync_ms, &rt->ops, &rt->dev);
     return st == TCOMMS_SUCCESS ? st : tc_error_prefix(st, "tcomms_fsdp_finalize: cuda:%d: ", d.index);
 }
 
@@ -259,7 +262,8 @@ static tcomms_status_t ctl_staged(tcomms_comm_t *comm, const tcomms_device_t *d,
     int size = 1;
     tcomms_comm_size(comm, &size);
     size_t in = count * tcomms_dtype_size(dtype), out = coll == TC_FSDP_ALL_GATHER ? in * (size_t)size : in;
-    tcomms_status_t st = tc_fsdp_cuda_open(d->index, NULL, &ops, &dev);
+    uint32_t sync_ms = (o.field_mask & TCOMMS_OP_OPT_TIMEOUT) ? o.timeout_ms : comm->timeout_ms;
+    tcomms_status_t st = tc_fsdp_cuda_open(d->index, NULL, sync_ms, &ops, &dev);
     if (st != TCOMMS_SUCCESS)
         return st;
     st = ops->alloc(dev, in + out, &buf);

@@ -245,8 +245,10 @@ void tc_fsdp_ops_close(tcomms_fsdp_t *rt);
 tcomms_status_t tc_fsdp_ctl(tcomms_comm_t *comm, tc_fsdp_coll_t coll, const void *send, void *recv, size_t count,
                             tcomms_dtype_t dtype, tcomms_op_t op, uint32_t timeout_ms);
 
-/* cuda.c (or cuda_none.c without nvcc): the device ops on CUDA device `device`, work queued on `stream`. */
-tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, const tc_fsdp_ops_t **ops, void **dev);
+/* cuda.c (or cuda_none.c without nvcc): the device ops on CUDA device `device`, work queued on `stream`; sync
+ * waits at most `sync_ms`. */
+tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, uint32_t sync_ms, const tc_fsdp_ops_t **ops,
+                                  void **dev);
 
 /* Byte address of element `i` of a `dtype` array. */
 static inline void *tc_fsdp_at(void *base, size_t i, tcomms_dtype_t dtype)

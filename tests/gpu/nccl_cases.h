@@ -1,7 +1,8 @@
 /* The rank functions of test_nccl (one per Check test, run in every forked rank) and the helpers they share.
  * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams,
- * graphs, timeouts; nccl_death.c: a rank lost inside ncclCommSplit; nccl_fault.c: launches NCCL refuses;
- * nccl_ce.c: copy-engine collectives between windows; nccl_small.c: the small-message path. */
+ * graphs, timeouts (on SM kernels and on the copy engines); nccl_death.c: a rank lost inside ncclCommSplit;
+ * nccl_fault.c: launches NCCL refuses; nccl_ce.c: copy-engine collectives between windows; nccl_small.c: the
+ * small-message path. */
 #ifndef TESTS_GPU_NCCL_CASES_H
 #define TESTS_GPU_NCCL_CASES_H
 
@@ -35,6 +36,12 @@ typedef struct nt_vals {
 double nt_in_value(size_t i, const void *arg);
 double nt_sum_value(size_t i, const void *arg);
 
+/* nccl_ce.c: an nccl communicator on this rank's GPU asking for nccl.cta_policy=zero (copy-engine collectives
+ * between windows); `bytes` of tcomms_mem_alloc'd memory registered on it as a symmetric window (collective: every
+ * rank, same order). 0 when made, else 1, logged. */
+int nt_ce_comm(int rank, tcomms_comm_t **out);
+int nt_window(tcomms_comm_t *c, int rank, size_t bytes, float **buf, tcomms_mem_reg_t **reg);
+
 /* A blocking in-place float sum of n elements on the legacy stream, synchronised and checked. 0 when right. */
 int nt_all_reduce_check(tcomms_comm_t *comm, int rank, int size, size_t n, const char *what);
 
@@ -51,6 +58,9 @@ int nt_copy_engine(int rank, int size, void *arg);
 int nt_stream_semantics(int rank, int size, void *arg);
 int nt_graph_capture(int rank, int size, void *arg);
 int nt_peer_timeout(int rank, int size, void *arg);
+/* The same on the copy engines (an all_gather between windows, nccl_ce.c's communicator), rank size-1 lost by
+ * death: run with mrank_run_ex, that rank expected killed. */
+int nt_ce_peer_timeout(int rank, int size, void *arg);
 /* nccl_death.c: rank size-1 dies inside ncclCommSplit (run with mrank_run_ex, that rank expected killed), or
  * stalls there past the timeout (split_stall, blocking=0). */
 int nt_split_death_member(int rank, int size, void *arg);

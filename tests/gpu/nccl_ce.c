@@ -42,8 +42,7 @@ static double poison(size_t i, const void *arg)
     return -1.0 - (double)(i % 7);
 }
 
-/* `bytes` of tcomms_mem_alloc'd memory, registered as a symmetric window (collective: every rank, same order). */
-static int window(tcomms_comm_t *c, int rank, size_t bytes, float **buf, tcomms_mem_reg_t **reg)
+int nt_window(tcomms_comm_t *c, int rank, size_t bytes, float **buf, tcomms_mem_reg_t **reg)
 {
     if (nt_expect(tcomms_mem_alloc(c, TCOMMS_DEVICE_CUDA, bytes, (void **)buf), TCOMMS_SUCCESS, rank,
                   "tcomms_mem_alloc(cuda)"))
@@ -120,6 +119,17 @@ static int captured(tcomms_comm_t *c, int rank, int size, float *s, float *r, si
     return fails + CU(cudaStreamDestroy(st));
 }
 
+int nt_ce_comm(int rank, tcomms_comm_t **out)
+{
+    tcomms_hints_t *h = NULL;
+    int fails = nt_expect(tcomms_hints_create(&h), TCOMMS_SUCCESS, rank, "tcomms_hints_create") ||
+                nt_expect(tcomms_hints_set(h, "nccl.cta_policy", "zero"), TCOMMS_SUCCESS, rank,
+                          "nccl.cta_policy=zero") ||
+                gpu_bind(rank % gpu_count) || nt_create(out, "nccl", -1, h, NULL);
+    tcomms_hints_free(h);
+    return fails;
+}
+
 int nt_copy_engine(int rank, int size, void *arg)
 {
     (void)arg;
@@ -129,21 +139,15 @@ int nt_copy_engine(int rank, int size, void *arg)
             mrank_logf("SKIP test_nccl copy_engine: NCCL %d has no ncclAlltoAll (2.28)", version);
         return 0;
     }
-    tcomms_hints_t *h = NULL;
     tcomms_comm_t *c = NULL;
-    if (nt_expect(tcomms_hints_create(&h), TCOMMS_SUCCESS, rank, "tcomms_hints_create") ||
-        nt_expect(tcomms_hints_set(h, "nccl.cta_policy", "zero"), TCOMMS_SUCCESS, rank, "nccl.cta_policy=zero") ||
-        gpu_bind(rank % gpu_count) || nt_create(&c, "nccl", -1, h, NULL)) {
-        tcomms_hints_free(h);
+    if (nt_ce_comm(rank, &c))
         return 1;
-    }
-    tcomms_hints_free(h);
     const size_t blk = (size_t)2 << 20; /* floats: 8 MiB a block */
     size_t bytes = (size_t)size * blk * sizeof(float);
     float *s = NULL, *r = NULL;
     tcomms_mem_reg_t *sreg = NULL, *rreg = NULL;
-    int fails = window(c, rank, bytes, &s, &sreg);
-    fails += fails ? 0 : window(c, rank, bytes, &r, &rreg);
+    int fails = nt_window(c, rank, bytes, &s, &sreg);
+    fails += fails ? 0 : nt_window(c, rank, bytes, &r, &rreg);
     if (!fails)
         fails += exchange(c, rank, size, s, r, blk);
     if (!fails)

@@ -3,6 +3,7 @@
  * capture and replay, and a peer that never joins (TIMEOUT within timeout + 2 s, then ABORTED). No check relies on
  * how long something took except the timeout bound the issue states. */
 #include <cuda_runtime_api.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -220,26 +221,45 @@ static int is_error(tcomms_status_t st)
     return st == TCOMMS_ERR_TIMEOUT || st == TCOMMS_ERR_ABORTED || st == TCOMMS_ERR_REMOTE;
 }
 
-/* Rank 1 never posts. The others post an async all_reduce with a 2 s timeout: synchronize must fail within 4 s,
- * the work must end in an error, and the next operation must be ABORTED. Rank 1 leaves once they are done. */
-int nt_peer_timeout(int rank, int size, void *arg)
+/* A peer never posts. The others post an async collective with a 2 s timeout: synchronize must fail within 4 s,
+ * the work must end in an error, and the next operation must be ABORTED; destroy must return. The collective is an
+ * all_reduce (NCCL's kernels poll the abort flag) skipped by rank 1, which stays and leaves once the others are
+ * done; or with `ce` an all_gather between windows on a nccl.cta_policy=zero communicator, which NCCL 2.28 runs on
+ * the copy engines, after one that every rank joins (NCCL sets its copy engines up at the first, collectively),
+ * and rank size-1 dies in between. The survivors' streams then wait on the lost peer's flags in memory (stream
+ * memory operations), which no abort reaches: NCCL's abort does not return, and the error must come anyway, within
+ * 5 s (the watchdog waits 1 s for the abort). */
+static int peer_timeout(int rank, int size, volatile int *done, int ce)
 {
-    volatile int *done = arg;
+    const char *what = ce ? "an all_gather on the copy engines" : "an all_reduce";
     tcomms_comm_t *c = NULL;
+    tcomms_mem_reg_t *reg = NULL;
     float *d = NULL;
-    if (gpu_bind(rank % gpu_count) || nt_create(&c, "nccl", -1, NULL, NULL) || gpu_alloc_f32(&d, 1024))
+    size_t count = ce ? (size_t)2 << 20 : 1024; /* copy-engine thresholds: 8 MiB blocks, as nccl_ce.c */
+    if (ce ? nt_ce_comm(rank, &c) || nt_window(c, rank, (size_t)size * count * sizeof(float), &d, &reg)
+           : gpu_bind(rank % gpu_count) || nt_create(&c, "nccl", -1, NULL, NULL) || gpu_alloc_f32(&d, count))
         return 1;
-    int fails = 0;
-    if (rank != 1) {
+    int fails = 0, lost = ce ? size - 1 : 1;
+    if (ce) {
+        fails += nt_expect(tcomms_all_gather(c, d + (size_t)rank * count, d, count, TCOMMS_FLOAT32, NULL, NULL),
+                           TCOMMS_SUCCESS, rank, "an all_gather on the copy engines, every rank in") +
+                 CU(cudaStreamSynchronize(0));
+        if (rank == lost) /* run with mrank_run_ex, this rank expected killed */
+            raise(SIGKILL);
+    }
+    if (rank != lost && !fails) {
         tcomms_op_opts_t o = {TCOMMS_OP_OPT_TIMEOUT, SHORT_TIMEOUT_MS, NULL, TCOMMS_DEVICE_CUDA};
         tcomms_work_t *w = NULL;
         double t0 = mrank_now();
-        fails += nt_expect(tcomms_all_reduce(c, d, d, 1024, TCOMMS_FLOAT32, TCOMMS_SUM, &o, &w), TCOMMS_SUCCESS,
-                           rank, "posting the all_reduce rank 1 skips");
-        tcomms_status_t st = w ? tcomms_work_synchronize(w, 0) : TCOMMS_ERR_INVALID_ARG;
-        double took = mrank_now() - t0, bound = SHORT_TIMEOUT_MS / 1000.0 + 2.0;
+        tcomms_status_t st = ce ? tcomms_all_gather(c, d + (size_t)rank * count, d, count, TCOMMS_FLOAT32, &o, &w)
+                                : tcomms_all_reduce(c, d, d, count, TCOMMS_FLOAT32, TCOMMS_SUM, &o, &w);
+        fails += nt_expect(st, TCOMMS_SUCCESS, rank, ce ? "posting the all_gather the lost rank misses"
+                                                        : "posting the all_reduce rank 1 skips");
+        st = w ? tcomms_work_synchronize(w, 0) : TCOMMS_ERR_INVALID_ARG;
+        /* the copy engines: NCCL's abort does not return; the watchdog waits 1 s for it */
+        double took = mrank_now() - t0, bound = SHORT_TIMEOUT_MS / 1000.0 + (ce ? 3.0 : 2.0);
         if (w && !is_error(st))
-            fails += mrank_failf("FAIL rank %d: synchronize of an op a peer skipped returned %s", rank,
+            fails += mrank_failf("FAIL rank %d: synchronize of %s a peer skipped returned %s", rank, what,
                                  tcomms_strerror(st));
         if (w && took > bound)
             fails += mrank_failf("FAIL rank %d: the error came after %.2f s, bound %.1f s", rank, took, bound);
@@ -255,18 +275,40 @@ int nt_peer_timeout(int rank, int size, void *arg)
             mrank_sleep_ms(10);
         fails += nt_expect(tcomms_all_reduce(c, d, d, 1024, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL),
                            TCOMMS_ERR_ABORTED, rank, "an all_reduce after the timeout");
-        mrank_logf("test_nccl peer_timeout rank %d: error %s after %.2f s (op timeout %.1f s)", rank,
-                   tcomms_strerror(st), took, SHORT_TIMEOUT_MS / 1000.0);
+        mrank_logf("test_nccl %speer_timeout rank %d: error %s after %.2f s (op timeout %.1f s)", ce ? "ce_" : "",
+                   rank, tcomms_strerror(st), took, SHORT_TIMEOUT_MS / 1000.0);
     }
-    if (mrank_host_barrier(done, size, 1, 60) != 0)
+    if (!ce && mrank_host_barrier(done, size, 1, 60) != 0)
         fails += mrank_failf("FAIL rank %d: the other ranks did not finish the timeout case", rank);
-    if (!fails) /* cudaFree waits for the device: not while a kernel the watchdog failed to abort may be stuck */
-        CU(cudaFree(d));
     double t1 = mrank_now();
+    /* Freeing waits for the device: not while work the watchdog failed to abort may be stuck. On the copy
+     * engines it is stuck for good: the window stays. */
+    if (!fails && !ce)
+        fails += CU(cudaFree(d));
     tcomms_status_t st = tcomms_comm_destroy(c);
-    if (st != TCOMMS_SUCCESS && rank == 1)
+    if (st != TCOMMS_SUCCESS && rank == lost)
         fails += nt_expect(st, TCOMMS_SUCCESS, rank, "destroy on the rank that skipped");
-    mrank_logf("test_nccl peer_timeout rank %d: destroy returned %s after %.2f s", rank, tcomms_strerror(st),
-               mrank_now() - t1);
+    double freed = mrank_now() - t1;
+    mrank_logf("test_nccl %speer_timeout rank %d: destroy returned %s after %.2f s", ce ? "ce_" : "", rank,
+               tcomms_strerror(st), freed);
+    if (freed > 10.0) /* the wait for a stuck abort is 5 s */
+        fails += mrank_failf("FAIL rank %d: destroy took %.2f s", rank, freed);
+    (void)reg;
     return fails;
+}
+
+int nt_peer_timeout(int rank, int size, void *arg)
+{
+    return peer_timeout(rank, size, arg, 0);
+}
+
+int nt_ce_peer_timeout(int rank, int size, void *arg)
+{
+    int version = gpu_nccl_version();
+    if (version >= 0 && version < 22800) {
+        if (rank == 0)
+            mrank_logf("SKIP test_nccl ce_peer_timeout: NCCL %d has no copy-engine collectives (2.28)", version);
+        return 0;
+    }
+    return peer_timeout(rank, size, arg, 1);
 }

@@ -5,6 +5,7 @@
  * function holds the stream, and must return without waiting for it. Without 2 GPUs it exits 77 (skip). */
 #include <check.h>
 #include <cuda_runtime_api.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,13 @@ typedef struct ctx {
     tcomms_fsdp_groups_t groups;
     cudaStream_t stream;
     tcomms_fsdp_t *f;
+    uint32_t timeout_ms; /* the communicators' and the runtime's; 0: OP_TIMEOUT_MS */
+    int big;             /* register BIG_UNITS units of one BIG_N float parameter each instead of model[] */
 } ctx_t;
+
+/* Big enough for NCCL's copy-engine all-gathers on 2 ranks: 8 MiB a rank's block, as test_nccl's copy_engine. */
+#define BIG_UNITS 2
+#define BIG_N 2048
 
 #define CALL(x)                                                                                                       \
     do {                                                                                                              \
@@ -117,7 +124,7 @@ static int open_case(ctx_t *c)
     tcomms_comm_params_t p = {0};
     p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT | TCOMMS_COMM_PARAM_DEVICE;
     p.backend = "nccl";
-    p.timeout_ms = OP_TIMEOUT_MS;
+    p.timeout_ms = c->timeout_ms ? c->timeout_ms : OP_TIMEOUT_MS;
     p.device.type = TCOMMS_DEVICE_CUDA;
     p.device.index = c->rank;
     tcomms_fsdp_layout_params_t lp = {0};
@@ -135,12 +142,17 @@ static int open_case(ctx_t *c)
     cfg.optimizer_casts = c->s->casts;
     cfg.reduce_dtype = c->s->rd;
     cfg.grad_scale = SCALE;
-    cfg.timeout_ms = OP_TIMEOUT_MS;
+    cfg.timeout_ms = p.timeout_ms;
     cfg.stream = c->stream;
     CALL(tcomms_fsdp_create(&c->groups, &cfg, &c->f));
-    for (int i = 0; i < NPARAMS; i++)
-        CALL(tcomms_fsdp_register_param(c->f, model[i].name, model[i].shape, 2, dtype_of(c, i), model[i].unit, 0,
-                                         NULL));
+    for (int i = 0; i < (c->big ? BIG_UNITS : NPARAMS); i++) {
+        static const int64_t big_shape[2] = {BIG_N, BIG_N};
+        char name[16];
+        snprintf(name, sizeof(name), "big%d.w", i);
+        CALL(c->big ? tcomms_fsdp_register_param(c->f, name, big_shape, 2, TCOMMS_FLOAT32, i, 0, NULL)
+                    : tcomms_fsdp_register_param(c->f, model[i].name, model[i].shape, 2, dtype_of(c, i),
+                                                 model[i].unit, 0, NULL));
+    }
     CALL(tcomms_fsdp_finalize(c->f, c->layout));
     return 0;
 }
@@ -379,6 +391,50 @@ static int rank_no_block(int rank, int size, const scen_t *s, tcomms_dtype_t cd)
     return fails;
 }
 
+/* A peer lost mid-training, with the all-gathers on the copy engines (ZeRO-3 unit buffers in windows, which NCCL
+ * 2.28 cannot abort: docs/nccl.md, "Watchdog and abort"). After one forward that every rank joins, rank size-1
+ * dies. Each survivor goes on with forwards, never waiting on its stream: within 10 s a call must return an error
+ * (the watchdog fails the all-gather communicator 2 s past the lost gather's post, and posts then fail). */
+static int rank_peer_loss(int rank, int size)
+{
+    ctx_t ctx = {.s = &scens[3], .cd = TCOMMS_FLOAT32, .rank = rank, .size = size, .timeout_ms = 2000, .big = 1};
+    ctx_t *c = &ctx;
+    snprintf(c->what, sizeof(c->what), "peer loss (zero3, copy engines) on %d ranks", size);
+    int fails = open_case(c);
+    for (int u = 0; !fails && u < BIG_UNITS; u++) {
+        CALL(tcomms_fsdp_pre_forward(c->f, u));
+        CALL(tcomms_fsdp_post_forward(c->f, u));
+    }
+    if (fails || CU(cudaStreamSynchronize(c->stream)))
+        return mrank_failf("FAIL %s rank %d: the forward every rank joins", c->what, rank);
+    if (rank == size - 1) /* mrank_run_ex expects this rank killed */
+        raise(SIGKILL);
+    double t0 = mrank_now(), took = 0;
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    while (st == TCOMMS_SUCCESS && (took = mrank_now() - t0) < 10.0) {
+        for (int u = 0; st == TCOMMS_SUCCESS && u < BIG_UNITS; u++)
+            if ((st = tcomms_fsdp_pre_forward(c->f, u)) == TCOMMS_SUCCESS)
+                st = tcomms_fsdp_post_forward(c->f, u);
+        mrank_sleep_ms(20);
+    }
+    if (st == TCOMMS_SUCCESS)
+        fails += mrank_failf("FAIL %s rank %d: forwards still succeed %.1f s after the peer died", c->what, rank,
+                             took);
+    else
+        mrank_logf("test_fsdp_cuda peer loss rank %d: %s after %.2f s: %s", rank, tcomms_strerror(st), took,
+                   tcomms_last_error());
+    /* No destroy: with a copy-engine wait stuck on the device, any call that waits for the whole device (a free,
+     * NCCL's destroy of another communicator) waits for good, and CUDA calls on other threads can queue behind it.
+     * The process ends instead (mrank's ranks _exit). */
+    return fails;
+}
+
+static int rank_peer_loss_main(int rank, int size, void *arg)
+{
+    (void)arg;
+    return gpu_bind(rank) ? 1 : rank_peer_loss(rank, size);
+}
+
 /* ---- the Check side ------------------------------------------------------------------------------------------ */
 
 typedef struct job {
@@ -421,6 +477,13 @@ START_TEST(test_values_fp32)
 }
 END_TEST
 
+START_TEST(test_peer_loss)
+{
+    int failing = mrank_run_ex(2, rank_peer_loss_main, NULL, JOB_TIMEOUT_S, 1u << 1);
+    ck_assert_msg(failing == 0, "peer loss on 2 ranks: %d rank(s) failed (see stderr)", failing);
+}
+END_TEST
+
 START_TEST(test_no_block)
 {
     run((job_t){_i, 1, TCOMMS_BFLOAT16});
@@ -447,6 +510,7 @@ int main(void)
     tcase_add_loop_test(tc, test_values_bf16, 0, NSCENS);
     tcase_add_loop_test(tc, test_values_fp32, 0, NSCENS);
     tcase_add_loop_test(tc, test_no_block, 0, NSCENS);
+    tcase_add_test(tc, test_peer_loss);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -156,6 +156,12 @@ NCCL_TEST(small_path)
 NCCL_TEST(split_stall)
 NCCL_TEST(launch_failure)
 
+START_TEST(test_ce_peer_timeout)
+{
+    run_job_losing_one(nt_ce_peer_timeout, _i, "ce_peer_timeout");
+}
+END_TEST
+
 START_TEST(test_split_death_member)
 {
     run_job_losing_one(nt_split_death_member, _i, "split_death_member");
@@ -195,6 +201,7 @@ int main(void)
     tcase_add_loop_test(tc, test_stream_semantics, 0, nsizes);
     tcase_add_loop_test(tc, test_graph_capture, 0, nsizes);
     tcase_add_loop_test(tc, test_peer_timeout, 0, nsizes);
+    tcase_add_loop_test(tc, test_ce_peer_timeout, 0, nsizes);
     tcase_add_loop_test(tc, test_mixed, 0, nsizes);
     tcase_add_loop_test(tc, test_call_check, 0, nsizes);
     tcase_add_loop_test(tc, test_group_ring, 0, nsizes);
