@@ -394,7 +394,8 @@ static int rank_no_block(int rank, int size, const scen_t *s, tcomms_dtype_t cd)
 /* A peer lost mid-training, with the all-gathers on the copy engines (ZeRO-3 unit buffers in windows, which NCCL
  * 2.28 cannot abort: docs/nccl.md, "Watchdog and abort"). After one forward that every rank joins, rank size-1
  * dies. Each survivor goes on with forwards, never waiting on its stream: within 10 s a call must return an error
- * (the watchdog fails the all-gather communicator 2 s past the lost gather's post, and posts then fail). */
+ * (the watchdog fails the all-gather communicator 2 s past the lost gather's post, and posts then fail), and
+ * tcomms_fsdp_destroy must return within 10 s. */
 static int rank_peer_loss(int rank, int size)
 {
     ctx_t ctx = {.s = &scens[3], .cd = TCOMMS_FLOAT32, .rank = rank, .size = size, .timeout_ms = 2000, .big = 1};
@@ -423,9 +424,16 @@ static int rank_peer_loss(int rank, int size)
     else
         mrank_logf("test_fsdp_cuda peer loss rank %d: %s after %.2f s: %s", rank, tcomms_strerror(st), took,
                    tcomms_last_error());
-    /* No destroy: with a copy-engine wait stuck on the device, any call that waits for the whole device (a free,
+    /* The runtime's destroy must return: its wait for the stream gives up after the timeout, and the buffers stay.
+     * Nothing more: with a copy-engine wait stuck on the device, any call that waits for the whole device (a free,
      * NCCL's destroy of another communicator) waits for good, and CUDA calls on other threads can queue behind it.
      * The process ends instead (mrank's ranks _exit). */
+    double t1 = mrank_now();
+    tcomms_fsdp_destroy(c->f);
+    double destroyed = mrank_now() - t1;
+    mrank_logf("test_fsdp_cuda peer loss rank %d: tcomms_fsdp_destroy took %.2f s", rank, destroyed);
+    if (destroyed > 10.0)
+        fails += mrank_failf("FAIL %s rank %d: tcomms_fsdp_destroy took %.2f s", c->what, rank, destroyed);
     return fails;
 }
 
