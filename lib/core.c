@@ -61,4 +61,6 @@ const tcomms_core_t tc_core = {
     .hints_count = core_hints_count,
     .hints_entry = tcomms_hints_entry,
     .store_allgather = tc_store_allgather,
+    .dtype_name = tcomms_dtype_name,
+    .op_name = tcomms_op_name,
 };

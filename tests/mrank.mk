@@ -1,7 +1,8 @@
 # Multi-rank suites: every collective on every CPU backend named by TCOMMS_TEST_BACKENDS (test_coll), splits and
 # leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
 # $TCOMMS_RUN), a reset store connection at creation (test_store_reset), ranks disagreeing about a call's counts
-# or dtypes (test_mismatch), the TCOMMS_CHECK_CALLS check (test_call_check). They share the fork harness and reference
+# or dtypes (test_mismatch), the TCOMMS_CHECK_CALLS check (test_call_check), sends that must complete while their
+# receiver is away from tcomms (test_away). They share the fork harness and reference
 # in tests/libmrank.la, and use only the public API except where noted.
 # make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
@@ -16,7 +17,7 @@ tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
 tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
-	tests/test_mismatch tests/test_call_check
+	tests/test_mismatch tests/test_call_check tests/test_away
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -51,6 +52,11 @@ tests_test_mismatch_SOURCES = tests/test_mismatch.c
 tests_test_mismatch_CPPFLAGS = $(mrank_cppflags)
 tests_test_mismatch_CFLAGS = $(mrank_cflags)
 tests_test_mismatch_LDADD = $(mrank_ldadd)
+
+tests_test_away_SOURCES = tests/test_away.c
+tests_test_away_CPPFLAGS = $(mrank_cppflags)
+tests_test_away_CFLAGS = $(mrank_cflags)
+tests_test_away_LDADD = $(mrank_ldadd)
 
 # links the core statically: it counts the store's keys
 tests_test_call_check_SOURCES = tests/test_call_check.c

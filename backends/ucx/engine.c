@@ -73,7 +73,7 @@ static void recv_done(void *req, ucs_status_t st, const ucp_tag_recv_info_t *inf
 }
 
 /* Keep an in-flight request for the round; an immediate error or no room for it fails the task after the step. */
-static void track(tcu_task_t *t, void *r, int peer, int send, size_t bytes)
+static void track(tcu_task_t *t, void *r, int peer, int send, unsigned slot, size_t bytes)
 {
     if (r == NULL)
         return; /* completed at once */
@@ -97,7 +97,7 @@ static void track(tcu_task_t *t, void *r, int peer, int send, size_t bytes)
         t->reqs = grown;
         t->cap_reqs = cap;
     }
-    t->reqs[t->nreqs++] = (struct tcu_req){r, peer, send, bytes};
+    t->reqs[t->nreqs++] = (struct tcu_req){r, peer, send, slot, bytes};
     t->pending++;
 }
 
@@ -128,9 +128,11 @@ void tcu_send(tcu_task_t *t, int peer, unsigned slot, const void *buf, size_t by
                              .user_data = t,
                              .datatype = ucp_dt_make_contig(1),
                              .memory_type = UCS_MEMORY_TYPE_HOST};
-    void *r = ucp_tag_send_nbx(t->comm->eps[peer]->ep, bytes ? buf : &empty_message, bytes,
-                               message_tag(t, t->rank, slot), &p);
-    track(t, r, peer, 1, bytes);
+    ucp_ep_h ep = t->comm->eps[peer]->ep;
+    const void *from = bytes ? buf : &empty_message;
+    uint64_t tag = message_tag(t, t->rank, slot);
+    void *r = t->sync ? ucp_tag_send_sync_nbx(ep, from, bytes, tag, &p) : ucp_tag_send_nbx(ep, from, bytes, tag, &p);
+    track(t, r, peer, 1, slot, bytes);
 }
 
 /* A message already waiting is taken through a probe, which tells its length (UCX 1.13 leaves recv_info unset
@@ -161,7 +163,7 @@ void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
         r = ucp_tag_recv_nbx(w, into, bytes, message_tag(t, peer, slot), UINT64_MAX, &p);
     }
     t->posting = 0;
-    track(t, r, peer, 0, bytes);
+    track(t, r, peer, 0, slot, bytes);
 }
 
 void *tcu_scratch(tcu_task_t *t, size_t bytes)
@@ -258,7 +260,9 @@ static void finish(tcu_task_t *t)
     t->anext->aprev = t->aprev;
     t->anext = t->aprev = t;
     t->comm->ctx->nactive--;
+    t->comm->ctx->task_ended = 1;
     t->comm->nactive--;
+    t->comm->in_flight -= t->kind == TCU_KIND_COLL;
     if (t->big && !t->queued)
         start_queued(t);
     if (!t->held)
@@ -329,6 +333,31 @@ static void fail_ucs(tcu_task_t *t)
         tcu_task_fail(t, TCOMMS_ERR_NO_MEMORY, "out of memory posting a message to rank %d", peer);
     else
         tcu_task_fail(t, TCOMMS_ERR_REMOTE, "%s rank %d failed: %s", what, peer, ucs_status_string(st));
+}
+
+/* A receive of this collective still waits while its peer's message for the same operation and slot came with
+ * another shape (it sits unexpected: the exact tag never takes it): the ranks disagree about the call. */
+int tcu_task_check_shape(tcu_task_t *t)
+{
+    if (t->kind != TCU_KIND_COLL || t->status != TCOMMS_IN_PROGRESS)
+        return 0;
+    const uint64_t mask = ~((uint64_t)0xFF << TCU_SHAPE_SHIFT);
+    for (int i = 0; i < t->nreqs; i++) {
+        const struct tcu_req *q = &t->reqs[i];
+        if (q->send || ucp_request_check_status(q->req) != UCS_INPROGRESS)
+            continue;
+        ucp_tag_recv_info_t info;
+        if (ucp_tag_probe_nb(t->comm->ctx->worker, message_tag(t, q->peer, q->slot), mask, 0, &info) == NULL)
+            continue;
+        char theirs[96], ours[96];
+        tcu_shape_describe(t->core, (unsigned)(info.sender_tag >> TCU_SHAPE_SHIFT) & 0xFFu, t->size, theirs,
+                           sizeof(theirs));
+        tcu_shape_describe(t->core, (unsigned)(t->tag_base >> TCU_SHAPE_SHIFT) & 0xFFu, t->size, ours, sizeof(ours));
+        tcu_task_fail(t, TCOMMS_ERR_MISMATCH, "rank %d called %s where this rank called %s: the ranks disagree about "
+                      "this collective (TCOMMS_CHECK_CALLS=1 compares every call)", q->peer, theirs, ours);
+        return 1;
+    }
+    return 0;
 }
 
 static int is_reducing(tcomms_coll_type_t type)
@@ -455,8 +484,15 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     t->comm = c;
     t->core = c->core;
     t->algo = algo;
+    t->kind = kind;
     t->p2p = kind == TCU_KIND_P2P;
-    t->tag_base = tcu_tag(kind, c->cid, 0, t->p2p ? (seq & TCU_P2P_SEQ_MASK) : (seq & TCU_SEQ_MASK) << 8);
+    t->sync = kind == TCU_KIND_COLL && tcu_shape_rooted(a->type);
+    uint32_t low = seq; /* send/recv: the per-peer sequence */
+    if (kind == TCU_KIND_BOOT)
+        low = (seq & TCU_BOOT_HASH_MASK) << TCU_SHAPE_SHIFT;
+    else if (kind == TCU_KIND_COLL)
+        low = (seq & ((1u << TCU_SEQ_BITS) - 1)) << TCU_SEQ_SHIFT | tcu_shape(a) << TCU_SHAPE_SHIFT;
+    t->tag_base = tcu_tag(kind, c->cid, 0, low);
     tcu_ctx_t *x = c->ctx;
     x->last_post_ns = coarse_now_ns();
     t->deadline_ns = x->last_post_ns + COARSE_SLACK_NS + (uint64_t)a->timeout_ms * 1000000ull;
@@ -478,8 +514,13 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     x->active.aprev = t;
     x->nactive++;
     c->nactive++;
-    if (t->deadline_ns < x->next_check_ns)
-        x->next_check_ns = t->deadline_ns;
+    c->in_flight += kind == TCU_KIND_COLL;
+    /* the first look at this task's deadline and at the shapes of what its peers sent (tcu_task_check_shape) */
+    uint64_t check = x->last_post_ns + TCU_CHECK_EVERY_NS;
+    if (t->deadline_ns < check)
+        check = t->deadline_ns;
+    if (check < x->next_check_ns)
+        x->next_check_ns = check;
     if (x->deep_sleep) /* the first post after a quiet second: let the thread tick again */
         tcu_thread_wake(x);
     if (!t->queued)

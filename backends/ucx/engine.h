@@ -46,8 +46,10 @@ struct tcu_task {
     struct tcu_comm *comm;  /* NULL once the communicator is gone (a completed, detached handle) */
     const tcomms_core_t *core;
     const tcu_algo_t *algo;
-    uint64_t tag_base;      /* kind, communicator id and this operation's sequence number */
-    int p2p;                /* tag_base carries a point-to-point sequence: slots are not used */
+    uint64_t tag_base;      /* kind, communicator id, this operation's sequence number and shape */
+    int kind;               /* TCU_KIND_*: collective, send/recv (no slots, no shape) or creation (no shape) */
+    int p2p;                /* kind == TCU_KIND_P2P */
+    int sync;               /* sends complete only once received (rooted collectives: shape.c) */
     uint64_t deadline_ns;   /* CLOCK_MONOTONIC: the operation fails with TCOMMS_ERR_TIMEOUT after it */
     tcomms_status_t status; /* TCOMMS_IN_PROGRESS until final */
     int ucs_error;          /* first failed request's ucs_status_t (or TCU_ERR_SHORT_MESSAGE), 0 when none */

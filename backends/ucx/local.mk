@@ -10,6 +10,7 @@ backends_ucx_tcomms_ucx_la_SOURCES = \
 	backends/ucx/comm.c \
 	backends/ucx/progress.c \
 	backends/ucx/engine.c \
+	backends/ucx/shape.c \
 	backends/ucx/select.c \
 	backends/ucx/basic.c \
 	backends/ucx/allreduce.c \

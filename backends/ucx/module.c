@@ -39,6 +39,11 @@ static tcomms_status_t comm_hint(void *bcomm, const char *key, char *buf, size_t
     return c->core->error(TCOMMS_ERR_NOT_SUPPORTED, "ucx: hint '%s' is not applicable", key);
 }
 
+static int room_in_flight(void *arg)
+{
+    return ((tcu_comm_t *)arg)->in_flight < TCU_MAX_IN_FLIGHT;
+}
+
 static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
 {
     tcu_comm_t *c = bcomm;
@@ -47,6 +52,10 @@ static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwo
     int kind = TCU_KIND_COLL;
     uint32_t seq;
     pthread_mutex_lock(&x->lock);
+    /* A rank may run this many collectives ahead of its peers and no more (ucx.h): past that, the post waits for
+     * the oldest, whose deadline bounds the wait. */
+    if (a->type != TCOMMS_COLL_SEND && a->type != TCOMMS_COLL_RECV && c->in_flight >= TCU_MAX_IN_FLIGHT)
+        tcu_drive(x, room_in_flight, c, UINT64_MAX);
     if (c->broken != TCOMMS_SUCCESS) {
         tcomms_status_t st = c->core->error(TCOMMS_ERR_ABORTED, "ucx %s on '%s': the communicator is unusable "
                                             "after an earlier error: %s", tcu_coll_name(a->type), c->name,

@@ -13,7 +13,6 @@
 
 #include "ucx.h"
 
-#define CHECK_EVERY_NS (100ull * 1000 * 1000)  /* deadlines are looked at least this often */
 #define TICK_NS (1000ull * 1000)               /* the progress thread looks for an absent caller this often */
 #define IDLE_NS (1000ull * 1000 * 1000)        /* ... or this often after IDLE_AFTER_NS without any post */
 #define IDLE_AFTER_NS (1000ull * 1000 * 1000)
@@ -21,6 +20,7 @@
 #define THREAD_BURST 64                        /* progress calls per wake-up before the thread arms again */
 #define POLLS_PER_CHECK 16                     /* a waiting caller reads the clock once per this many polls */
 #define YIELD_AFTER_NS (1000ull * 1000)        /* a waiting caller polls this long before yielding between polls */
+#define LINGER_NS (1000ull * 1000 * 1000)      /* the thread serves the worker this long after the last task ended */
 
 uint64_t tcu_now_ns(void)
 {
@@ -68,9 +68,11 @@ void tcu_sweep(tcu_ctx_t *c)
 
 void tcu_check_deadlines(tcu_ctx_t *c, uint64_t now)
 {
-    uint64_t next_check = now + CHECK_EVERY_NS;
+    uint64_t next_check = now + TCU_CHECK_EVERY_NS;
     for (tcu_task_t *t = c->active.anext, *next; t != &c->active; t = next) {
         next = t->anext;
+        if (tcu_task_check_shape(t))
+            continue;
         if (now >= t->deadline_ns)
             tcu_task_fail(t, TCOMMS_ERR_TIMEOUT, "timed out after %u ms (at step %d, %d message(s) pending)",
                           t->a.timeout_ms, t->round, t->pending);
@@ -90,8 +92,8 @@ static void sleep_on_worker(tcu_ctx_t *c, uint64_t now, uint64_t until)
     if (until > c->next_check_ns)
         until = c->next_check_ns;
     uint64_t ns = until > now ? until - now : 0;
-    if (ns > CHECK_EVERY_NS)
-        ns = CHECK_EVERY_NS;
+    if (ns > TCU_CHECK_EVERY_NS)
+        ns = TCU_CHECK_EVERY_NS;
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
     struct pollfd pfd = {.fd = c->efd, .events = POLLIN};
     pthread_mutex_unlock(&c->lock);
@@ -181,15 +183,26 @@ int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
 
 /* The thread must never compete with a caller that progresses inline: on a machine with few cores a woken thread
  * takes the core of a rank that is about to receive. So it does not listen to the worker's event fd by default; it
- * ticks (TICK_NS, or IDLE_NS after a second without posts) and only when a running task has gone a whole tick
- * without anyone waiting on or testing anything ("the caller is away") does it take over: progress, arm the
- * worker, sleep on its event fd, until the tasks end or a caller is back. It uses trylock, so it never queues
- * behind a caller either. */
-static int caller_away(tcu_ctx_t *c, uint64_t *seen_epoch, int away)
+ * ticks (TICK_NS, or IDLE_NS after a second without posts) and only when the worker has work and nobody has waited
+ * on or tested anything for a whole tick ("the caller is away") does it take over: progress, arm the worker, sleep
+ * on its event fd, until the work ends or a caller is back. It uses trylock, so it never queues behind a caller
+ * either. The worker has work while a task runs, and for LINGER_NS after the last one ended: an operation that
+ * completed here may still owe its peer something UCX sends later (the acknowledgement that ends a rendezvous,
+ * queued when the peer's FIFO was full), and that peer's send must not wait for this process's next call. */
+static int has_work(tcu_ctx_t *c, uint64_t now)
+{
+    if (c->task_ended) { /* set by the engine without a clock reading: start the linger here */
+        c->task_ended = 0;
+        c->linger_until_ns = now + LINGER_NS;
+    }
+    return c->nactive > 0 || now < c->linger_until_ns;
+}
+
+static int caller_away(tcu_ctx_t *c, uint64_t now, uint64_t *seen_epoch, int away)
 {
     int idle_tick = c->wait_epoch == *seen_epoch;
     *seen_epoch = c->wait_epoch;
-    return c->waiters == 0 && c->nactive > 0 && (away || idle_tick);
+    return c->waiters == 0 && has_work(c, now) && (away || idle_tick);
 }
 
 /* One wake-up of the thread, lock held; returns how long to sleep and whether on the worker's fd too. */
@@ -197,7 +210,7 @@ static uint64_t thread_turn(tcu_ctx_t *c, uint64_t *seen_epoch, int *away, int *
 {
     uint64_t now = tcu_now_ns();
     *armed = 0;
-    if ((*away = caller_away(c, seen_epoch, *away))) {
+    if ((*away = caller_away(c, now, seen_epoch, *away))) {
         for (int i = 0; i < THREAD_BURST && ucp_worker_progress(c->worker); i++)
             if (c->events)
                 tcu_sweep(c);
@@ -207,13 +220,16 @@ static uint64_t thread_turn(tcu_ctx_t *c, uint64_t *seen_epoch, int *away, int *
     }
     if (now >= c->next_check_ns) /* deadlines hold even if the caller never comes back */
         tcu_check_deadlines(c, now);
-    if (*away && c->nactive > 0) {
+    if (*away && has_work(c, now)) {
         ucs_status_t st = ucp_worker_arm(c->worker);
         if (st == UCS_ERR_BUSY)
             return 0;
         *armed = st == UCS_OK;
-        if (*armed)
-            return c->next_check_ns > now ? c->next_check_ns - now : 0;
+        if (*armed) { /* until an event, the next deadline check or the linger's end */
+            uint64_t until = c->nactive > 0 || c->linger_until_ns > c->next_check_ns ? c->next_check_ns
+                                                                                      : c->linger_until_ns;
+            return until > now ? until - now : 0;
+        }
     }
     *seen_epoch = c->wait_epoch;
     c->deep_sleep = c->nactive == 0 && now - c->last_post_ns > IDLE_AFTER_NS;

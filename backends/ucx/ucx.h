@@ -10,28 +10,44 @@
 
 #include "engine.h"
 
-/* ---- tags (docs/ucx.md): kind 2 | communicator id 20 | source rank 18 | low 24 ----------------------------------
- * low = collective sequence 16 | slot 8 for collectives and creation, or a per-peer sequence 24 for send/recv. */
+/* ---- tags (docs/ucx.md): kind 2 | communicator id 18 | source rank 16 | low 28 ---------------------------------
+ * low = collective sequence 12 | shape 8 | slot 8 for collectives, hash 20 | slot 8 for creation, or a per-peer
+ * sequence 28 for send/recv. The shape (shape.c) makes ranks that disagree about a collective's type, dtype, op or
+ * root post messages the other side never takes. */
 enum { TCU_KIND_COLL = 0, TCU_KIND_P2P = 1, TCU_KIND_BOOT = 2 };
 #define TCU_KIND_SHIFT 62
-#define TCU_CID_SHIFT 42
-#define TCU_CID_MAX ((1u << 20) - 1)
-#define TCU_SRC_SHIFT 24
-#define TCU_MAX_RANKS (1 << 18)
-#define TCU_SEQ_MASK 0xFFFFu
-#define TCU_P2P_SEQ_MASK 0xFFFFFFu
+#define TCU_CID_SHIFT 44
+#define TCU_CID_MAX ((1u << 18) - 1)
+#define TCU_SRC_SHIFT 28
+#define TCU_MAX_RANKS (1 << 16)
+#define TCU_LOW_MASK ((1u << 28) - 1)
+#define TCU_SEQ_SHIFT 16
+#define TCU_SEQ_BITS 12
+#define TCU_SHAPE_SHIFT 8
+#define TCU_BOOT_HASH_MASK ((1u << 20) - 1)
+/* Collectives of one communicator in flight at once on this rank: half the sequence space, so that a rank this far
+ * ahead of a peer still cannot post a message the peer takes for an older operation's. */
+#define TCU_MAX_IN_FLIGHT (1 << (TCU_SEQ_BITS - 1))
 
 static inline uint64_t tcu_tag(int kind, uint32_t cid, int src, uint32_t low)
 {
     return ((uint64_t)kind << TCU_KIND_SHIFT) | ((uint64_t)cid << TCU_CID_SHIFT) |
-           ((uint64_t)(uint32_t)src << TCU_SRC_SHIFT) | (low & 0xFFFFFFu);
+           ((uint64_t)(uint32_t)src << TCU_SRC_SHIFT) | (low & TCU_LOW_MASK);
 }
+
+/* The shape code of a collective (shape.c): the same on every rank that makes the same call. */
+unsigned tcu_shape(const tcomms_coll_args_t *a);
+/* What a shape code says, for messages: "all_reduce (float32, sum)"; `size` decodes roots exactly up to 29 ranks. */
+void tcu_shape_describe(const tcomms_core_t *core, unsigned shape, int size, char *buf, size_t len);
+/* Rooted collectives (a rank may only send): their sends complete only once the receiver took them. */
+int tcu_shape_rooted(tcomms_coll_type_t type);
 
 /* A request in flight for a task (engine.c), with the peer it involves. */
 struct tcu_req {
     void *req;
     int peer;
     int send;
+    unsigned slot;
     size_t bytes; /* a receive's posted length: a shorter message means the ranks' counts differ */
 };
 
@@ -75,6 +91,8 @@ typedef struct tcu_ctx {
     uint64_t wait_epoch;    /* bumped by every wait and test: the thread sees whether a caller came by */
     uint64_t last_post_ns;  /* when the last operation was posted */
     int deep_sleep;         /* the thread sleeps IDLE_NS: a post wakes it (progress.c) */
+    int task_ended;         /* a task ended since the thread last looked: it serves the worker a while longer */
+    uint64_t linger_until_ns; /* ... until then (progress.c) */
     uint64_t next_check_ns; /* when running tasks' deadlines are next checked */
 
     pthread_t thread;
@@ -95,6 +113,7 @@ struct tcu_comm {
     uint32_t timeout_ms;
     tcu_ep_t **eps;                          /* per rank; NULL for this rank */
     uint32_t coll_seq;                       /* next collective's sequence number */
+    int in_flight;                           /* collectives posted and not yet final (TCU_MAX_IN_FLIGHT) */
     uint32_t *send_seq, *recv_seq;           /* per peer: point-to-point messages so far */
     const tcu_algo_t *forced[TCU_COLL_TYPES]; /* TCOMMS_UCX_<COLL>_ALGO, NULL for auto */
     tcomms_status_t broken;                  /* first error that broke the communicator, or SUCCESS */
@@ -126,6 +145,8 @@ void tcu_route_ucx_logs(const tcomms_core_t *core);
 
 /* ---- progress.c ----------------------------------------------------------------------------------------------- */
 
+/* Running tasks' deadlines and shapes are looked at this often. */
+#define TCU_CHECK_EVERY_NS (100ull * 1000 * 1000)
 uint64_t tcu_now_ns(void);
 /* Progress the worker on the calling thread until done(arg) or CLOCK_MONOTONIC `until_ns`; returns done(arg).
  * Spins for ctx->spin_ns, then sleeps on the worker's event fd. Lock held (dropped while sleeping). */
@@ -150,6 +171,9 @@ void tcu_task_advance(tcu_task_t *t);
 /* Cancel the task's requests and make `status` its final result; the task's communicator breaks with it. */
 void tcu_task_fail(tcu_task_t *t, tcomms_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Fail the collective with TCOMMS_ERR_MISMATCH when a peer's message for one of its waiting receives came with
+ * another shape; returns 1 then. Lock held. */
+int tcu_task_check_shape(tcu_task_t *t);
 /* Drop the caller's handle; the task returns to its communicator's free list once final. Lock held. */
 void tcu_task_release(tcu_task_t *t);
 /* Free a task and its buffers. */

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
-#define TCOMMS_BACKEND_ABI_VERSION 4u
+#define TCOMMS_BACKEND_ABI_VERSION 5u
 
 #define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
 
@@ -71,6 +71,9 @@ typedef struct tcomms_core {
      * waits for each rank, the others for rank 0), -1 for none. */
     tcomms_status_t (*store_allgather)(tcomms_store_t *s, const char *prefix, int rank, int size, const void *mine,
                                        size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing);
+    /* (ABI 5) The names tcomms_dtype_name and tcomms_op_name give, for messages. */
+    const char *(*dtype_name)(tcomms_dtype_t dtype);
+    const char *(*op_name)(tcomms_op_t op);
 } tcomms_core_t;
 
 /* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent

@@ -43,7 +43,7 @@ typedef enum tcomms_status {
     TCOMMS_ERR_NOT_FOUND = -13,             /* a store key does not exist */
     TCOMMS_ERR_INTERNAL = -14,
     TCOMMS_ERR_NOT_BOUND = -15,             /* the communicator is not bound to a device of that type (split, ops) */
-    TCOMMS_ERR_MISMATCH = -16               /* ranks called a collective differently (the TCOMMS_CHECK_CALLS check) */
+    TCOMMS_ERR_MISMATCH = -16               /* ranks called a collective differently (TCOMMS_CHECK_CALLS, UCX shapes) */
 } tcomms_status_t;
 
 /* A static string naming `status` ("TCOMMS_ERR_TIMEOUT: operation timed out"); never NULL. */
