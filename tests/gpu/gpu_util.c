@@ -136,3 +136,16 @@ int gpu_expect_f32(const float *dev, size_t n, gpu_value_fn fn, const void *arg,
     free(h);
     return bad || shown > 0;
 }
+
+int gpu_run_case(const char *prog, const char *what, int nranks, mrank_fn_t fn, void *arg, int timeout_s,
+                 unsigned expect_killed)
+{
+    printf("%s: case %s on %d ranks: started\n", prog, what, nranks);
+    fflush(stdout);
+    double t0 = mrank_now();
+    int failing = mrank_run_ex(nranks, fn, arg, timeout_s, expect_killed);
+    printf("%s: case %s on %d ranks: %s in %.1f s\n", prog, what, nranks, failing ? "FAILED" : "passed",
+           mrank_now() - t0);
+    fflush(stdout);
+    return failing;
+}

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "../mrank.h"
+
 #define GPU_SKIP 77 /* automake's "skipped" exit status */
 
 /* Number of visible CUDA devices, found in a forked child so the caller never initialises CUDA. On 0, `why`
@@ -20,6 +22,11 @@ int gpu_bind(int device);
 
 /* NCCL_VERSION_CODE of the libnccl.so.2 this process would load (dlopen + ncclGetVersion), or -1. */
 int gpu_nccl_version(void);
+
+/* mrank_run_ex, with a line on stdout before and after ("test_nccl: case split_hints on 4 ranks: passed in 12.3
+ * s"), flushed at once: run.sh shows these as they come, so a run killed from outside shows which case it was in. */
+int gpu_run_case(const char *prog, const char *what, int nranks, mrank_fn_t fn, void *arg, int timeout_s,
+                 unsigned expect_killed);
 
 /* Log a failed CUDA runtime call (code != 0) with its message; returns 1 on failure, 0 on success. */
 int gpu_check(int code, const char *call, const char *file, int line);

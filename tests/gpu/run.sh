@@ -71,8 +71,12 @@ run_one() { # name, then environment assignments for it
         return
     fi
     t0=$(date +%s)
-    env "$@" timeout -k 10 "${TCOMMS_GPU_TEST_TIMEOUT:-420}" "$bin" >"$log" 2>&1
-    rc=$?
+    echo "$name: started"
+    # Each case's line as it comes ("NAME: case ...: started", then "passed in T s"), so that a program killed
+    # from outside shows which case it was in; the whole output goes to the log.
+    env "$@" timeout -k 10 "${TCOMMS_GPU_TEST_TIMEOUT:-420}" "$bin" 2>&1 | tee "$log" |
+        grep --line-buffered -E "^$name: case " | sed -u 's/^/    /'
+    rc=${PIPESTATUS[0]}
     t1=$(date +%s)
     case $rc in
         0) echo "PASS $name ($((t1 - t0)) s)"; passed=$((passed + 1)) ;;
@@ -84,7 +88,8 @@ run_one() { # name, then environment assignments for it
         *) echo "FAIL $name (exit $rc, $((t1 - t0)) s)"; failed=$((failed + 1)) ;;
     esac
     # What the program said about itself: its summary lines, skips inside it, and failures (first 40).
-    grep -E 'test_coll: |test_nccl[: ]|test_coll_cuda: |test_fsdp_cuda|SKIP|[0-9]+%: Checks' "$log" | sed 's/^/    /'
+    grep -E 'test_coll: |test_nccl[: ]|test_coll_cuda: |test_fsdp_cuda|SKIP|[0-9]+%: Checks' "$log" |
+        grep -v -E '^[a-z_]+: case ' | sed 's/^/    /'
     [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && grep -E 'FAIL|:[EF]:' "$log" | head -40 | sed 's/^/    /'
     return 0
 }

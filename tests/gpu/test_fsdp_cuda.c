@@ -467,7 +467,10 @@ static void run(job_t j)
                    scens[j.scen].min_ranks);
             continue;
         }
-        int failing = mrank_run(sizes[k], rank_main, &j, JOB_TIMEOUT_S);
+        char what[96];
+        snprintf(what, sizeof(what), "%s%s %s", j.no_block ? "no-block " : "", scens[j.scen].label,
+                 tcomms_dtype_name(j.cd));
+        int failing = gpu_run_case("test_fsdp_cuda", what, sizes[k], rank_main, &j, JOB_TIMEOUT_S, 0);
         ck_assert_msg(failing == 0, "%s%s %s on %d ranks: %d rank(s) failed (see stderr)", j.no_block ? "no-block "
                       : "", scens[j.scen].label, tcomms_dtype_name(j.cd), sizes[k], failing);
     }
@@ -487,7 +490,7 @@ END_TEST
 
 START_TEST(test_peer_loss)
 {
-    int failing = mrank_run_ex(2, rank_peer_loss_main, NULL, JOB_TIMEOUT_S, 1u << 1);
+    int failing = gpu_run_case("test_fsdp_cuda", "peer loss", 2, rank_peer_loss_main, NULL, JOB_TIMEOUT_S, 1u << 1);
     ck_assert_msg(failing == 0, "peer loss on 2 ranks: %d rank(s) failed (see stderr)", failing);
 }
 END_TEST

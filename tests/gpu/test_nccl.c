@@ -121,7 +121,7 @@ static void run_job(mrank_fn_t fn, int i, const char *name)
 {
     void *shared = mrank_shared_alloc(4096);
     ck_assert_ptr_nonnull(shared);
-    int failing = mrank_run(sizes[i], fn, shared, JOB_TIMEOUT_S);
+    int failing = gpu_run_case("test_nccl", name, sizes[i], fn, shared, JOB_TIMEOUT_S, 0);
     mrank_shared_free(shared, 4096);
     ck_assert_msg(failing == 0, "%s on %d ranks: %d rank(s) failed (see stderr)", name, sizes[i], failing);
 }
@@ -129,7 +129,7 @@ static void run_job(mrank_fn_t fn, int i, const char *name)
 /* As run_job, where the last rank kills itself (nccl_death.c). */
 static void run_job_losing_one(mrank_fn_t fn, int i, const char *name)
 {
-    int failing = mrank_run_ex(sizes[i], fn, NULL, JOB_TIMEOUT_S, 1u << (sizes[i] - 1));
+    int failing = gpu_run_case("test_nccl", name, sizes[i], fn, NULL, JOB_TIMEOUT_S, 1u << (sizes[i] - 1));
     ck_assert_msg(failing == 0, "%s on %d ranks: %d rank(s) failed (see stderr)", name, sizes[i], failing);
 }
 
