@@ -59,9 +59,12 @@ static tcomms_status_t v_bytes(const char *who, v_names_t nm, const size_t *coun
             end = displs[r] + counts[r] > end ? displs[r] + counts[r] : end;
             continue;
         }
+        if (nm.packed && r > 0)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s[0..%d] add up beyond the address space (%s[%d] = %zu, "
+                            "%zu-byte elements, packed)", who, nm.counts, r, nm.counts, r, counts[r], es);
         if (nm.packed)
-            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s[0..%d] (%s[%d] = %zu) add up beyond the address space "
-                            "(%zu-byte elements, packed)", who, nm.counts, r, nm.counts, r, counts[r], es);
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s[0] = %zu is beyond the address space (%zu-byte "
+                            "elements)", who, nm.counts, counts[0], es);
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s[%d] = %zu at %s[%d] = %zu ends beyond the address space "
                         "(%zu-byte elements)", who, nm.counts, r, counts[r], nm.displs, r, displs[r], es);
     }

@@ -20,7 +20,7 @@ static const struct {
 } kinds[TC_HANDLE_KIND_COUNT] = {
     [TC_HANDLE_COMM] = {"communicator", "destroyed", 16},
     [TC_HANDLE_WORK] = {"work handle", "freed", 64},
-    [TC_HANDLE_HINTS] = {"hints", "freed", 16},
+    [TC_HANDLE_HINTS] = {"hints object", "freed", 16},
 };
 
 #define RING_MAX 64
