@@ -245,8 +245,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     a->timeout_ms = comm->timeout_ms;
     if (opts != NULL) {
         const uint64_t known = TCOMMS_OP_OPT_TIMEOUT | TCOMMS_OP_OPT_STREAM | TCOMMS_OP_OPT_DEVICE_TYPE;
-        tcomms_status_t st = tc_check_mask(opts->field_mask, known, who, "opts.field_mask");
-        if (st != TCOMMS_SUCCESS)
+        if ((st = tc_check_mask(opts->field_mask, known, who, "opts.field_mask")) != TCOMMS_SUCCESS)
             return st;
         if ((opts->field_mask & TCOMMS_OP_OPT_TIMEOUT) && opts->timeout_ms != 0)
             a->timeout_ms = opts->timeout_ms;
