@@ -41,17 +41,35 @@ static int overlap(const void *a, size_t alen, const void *b, size_t blen)
     return alen != 0 && blen != 0 && x < y + blen && y < x + alen;
 }
 
-/* Extent (in elements) of a v-layout: max over r of displs[r] + counts[r]; SIZE_MAX on overflow. */
-static size_t v_extent(const size_t *counts, const size_t *displs, int n)
+/* A v-layout's counts and displacements as the caller named them, for messages; `packed`: the core made the
+ * displacements. */
+typedef struct v_names {
+    const char *counts, *displs;
+    int packed;
+} v_names_t;
+
+/* Bytes a v-layout spans (max over r of displs[r] + counts[r] elements of `es` bytes), or INVALID_ARG naming the
+ * first block that ends beyond the address space. */
+static tcomms_status_t v_bytes(const char *who, v_names_t nm, const size_t *counts, const size_t *displs, int n,
+                               size_t es, size_t *bytes)
 {
     size_t end = 0;
     for (int r = 0; r < n; r++) {
-        if (counts[r] > SIZE_MAX - displs[r])
-            return SIZE_MAX;
-        if (displs[r] + counts[r] > end)
-            end = displs[r] + counts[r];
+        if (counts[r] < SIZE_MAX - displs[r] && displs[r] + counts[r] < SIZE_MAX / es) { /* SIZE_MAX: overflow */
+            end = displs[r] + counts[r] > end ? displs[r] + counts[r] : end;
+            continue;
+        }
+        if (nm.packed && r > 0)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s[0..%d] add up beyond the address space (%s[%d] = %zu, "
+                            "%zu-byte elements, packed)", who, nm.counts, r, nm.counts, r, counts[r], es);
+        if (nm.packed)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s[0] = %zu is beyond the address space (%zu-byte "
+                            "elements)", who, nm.counts, counts[0], es);
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s[%d] = %zu at %s[%d] = %zu ends beyond the address space "
+                        "(%zu-byte elements)", who, nm.counts, r, counts[r], nm.displs, r, displs[r], es);
     }
-    return end;
+    *bytes = end * es;
+    return TCOMMS_SUCCESS;
 }
 
 /* Packed displacements for a NULL `displs`; SIZE_MAX marks overflow. */
@@ -151,41 +169,48 @@ static tcomms_status_t validate(const tcomms_comm_t *comm, tcomms_coll_args_t *a
                       outbuf == inbuf + (size_t)a->peer * cnt * es;
         break;
     case TCOMMS_COLL_ALL_GATHER_V:
-    case TCOMMS_COLL_REDUCE_SCATTER_V:
+    case TCOMMS_COLL_REDUCE_SCATTER_V: {
         if (a->recvcounts == NULL)
             return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: recvcounts is NULL", who);
-        if (a->rdispls == NULL || a->type == TCOMMS_COLL_REDUCE_SCATTER_V) {
+        v_names_t nm = {"recvcounts", "displs", a->rdispls == NULL || a->type == TCOMMS_COLL_REDUCE_SCATTER_V};
+        if (nm.packed) {
             packed(a->recvcounts, n, scratch);
             a->rdispls = scratch;
         }
         a->count = a->recvcounts[me];
+        size_t *whole = a->type == TCOMMS_COLL_ALL_GATHER_V ? &c.recv_bytes : &c.send_bytes;
+        if ((st = v_bytes(who, nm, a->recvcounts, a->rdispls, n, es, whole)) != TCOMMS_SUCCESS)
+            return st;
         if (a->type == TCOMMS_COLL_ALL_GATHER_V) {
             c.send_bytes = bytes_of(a->count, 1, es);
-            c.recv_bytes = bytes_of(v_extent(a->recvcounts, a->rdispls, n), 1, es);
-            a->in_place = c.recv_bytes != SIZE_MAX && outbuf != NULL && inbuf == outbuf + a->rdispls[me] * es;
+            a->in_place = outbuf != NULL && inbuf == outbuf + a->rdispls[me] * es;
         } else {
-            c.send_bytes = bytes_of(v_extent(a->recvcounts, a->rdispls, n), 1, es);
             c.recv_bytes = bytes_of(a->count, 1, es);
-            a->in_place = c.send_bytes != SIZE_MAX && inbuf != NULL && outbuf == inbuf + a->rdispls[me] * es;
+            a->in_place = inbuf != NULL && outbuf == inbuf + a->rdispls[me] * es;
         }
         break;
-    case TCOMMS_COLL_ALL_TO_ALL_V:
+    }
+    case TCOMMS_COLL_ALL_TO_ALL_V: {
         if (a->sendcounts == NULL || a->recvcounts == NULL)
             return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s is NULL", who,
                             a->sendcounts == NULL ? "sendcounts" : "recvcounts");
-        if (a->sdispls == NULL) {
+        v_names_t snm = {"sendcounts", "sdispls", a->sdispls == NULL}, rnm = {"recvcounts", "rdispls",
+                                                                               a->rdispls == NULL};
+        if (snm.packed) {
             packed(a->sendcounts, n, scratch);
             a->sdispls = scratch;
         }
-        if (a->rdispls == NULL) {
+        if (rnm.packed) {
             packed(a->recvcounts, n, scratch + n);
             a->rdispls = scratch + n;
         }
-        c.send_bytes = bytes_of(v_extent(a->sendcounts, a->sdispls, n), 1, es);
-        c.recv_bytes = bytes_of(v_extent(a->recvcounts, a->rdispls, n), 1, es);
+        if ((st = v_bytes(who, snm, a->sendcounts, a->sdispls, n, es, &c.send_bytes)) != TCOMMS_SUCCESS ||
+            (st = v_bytes(who, rnm, a->recvcounts, a->rdispls, n, es, &c.recv_bytes)) != TCOMMS_SUCCESS)
+            return st;
         if (inbuf == outbuf && c.send_bytes > 0)
             return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: has no in-place form (sendbuf == recvbuf)", who);
         break;
+    }
     case TCOMMS_COLL_BARRIER:
         break;
     case TCOMMS_COLL_SEND:
@@ -211,17 +236,17 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
                               tcomms_work_t **work)
 {
     const char *who = coll_names[a->type];
-    if (comm == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: comm is NULL", who);
     if (work != NULL)
         *work = NULL;
+    tcomms_status_t st = tc_comm_check(comm, who, "comm");
+    if (st != TCOMMS_SUCCESS)
+        return st;
     tcomms_device_type_t type = comm->device.type;
     a->timeout_ms = comm->timeout_ms;
     if (opts != NULL) {
         const uint64_t known = TCOMMS_OP_OPT_TIMEOUT | TCOMMS_OP_OPT_STREAM | TCOMMS_OP_OPT_DEVICE_TYPE;
-        if (opts->field_mask & ~known)
-            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: opts.field_mask has unknown bits 0x%llx", who,
-                            (unsigned long long)(opts->field_mask & ~known));
+        if ((st = tc_check_mask(opts->field_mask, known, who, "opts.field_mask")) != TCOMMS_SUCCESS)
+            return st;
         if ((opts->field_mask & TCOMMS_OP_OPT_TIMEOUT) && opts->timeout_ms != 0)
             a->timeout_ms = opts->timeout_ms;
         if (opts->field_mask & TCOMMS_OP_OPT_STREAM)
@@ -230,7 +255,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
             type = opts->device_type;
     }
     const tc_slot_t *slot = NULL;
-    tcomms_status_t st = tc_comm_slot(comm, type, who, &slot);
+    st = tc_comm_slot(comm, type, who, &slot);
     if (st != TCOMMS_SUCCESS)
         return st;
     size_t stack_scratch[2 * 64];
@@ -240,22 +265,27 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     st = validate(comm, a, scratch);
     if (st == TCOMMS_SUCCESS && comm->check_calls)
         st = tc_check_call(comm, a, type);
+    tc_posted_t p = {slot->be, NULL, a->timeout_ms, NULL};
+    /* After the call check, which compares what the callers asked for. */
+    if (st == TCOMMS_SUCCESS && a->op == TCOMMS_AVG && type == TCOMMS_DEVICE_CPU)
+        st = tc_wide_avg_start(a, comm->rank, comm->size, &p.avg);
     if (work == NULL)
         a->flags |= TCOMMS_COLL_FLAG_BLOCKING;
     int grouped = tc_group_active();
     if (st == TCOMMS_SUCCESS && grouped)
         st = tc_group_join(slot->be);
-    void *bwork = NULL;
     if (st == TCOMMS_SUCCESS)
-        st = slot->be->post(slot->bcomm, a, &bwork);
+        st = slot->be->post(slot->bcomm, a, &p.bwork);
     if (scratch != stack_scratch)
         free(scratch);
-    if (st != TCOMMS_SUCCESS)
+    if (st != TCOMMS_SUCCESS) {
+        tc_wide_avg_end(p.avg, st);
         return st;
+    }
     if (work != NULL)
-        return tc_work_wrap(slot->be, bwork, a->timeout_ms, work);
+        return tc_work_wrap(p, work);
     /* Inside a group a blocking call only queues: tcomms_group_end completes it after the batch is issued. */
-    return grouped ? tc_group_keep(slot->be, bwork, a->timeout_ms) : tc_work_block(slot->be, bwork, a->timeout_ms);
+    return grouped ? tc_group_keep(p) : tc_work_block(p);
 }
 
 tcomms_status_t tcomms_all_reduce(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -237,6 +237,7 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
     char create[TC_KEY_MAX];
     snprintf(create, sizeof(create), "%s/create/", comm->prefix);
     tc_comm_cleanup_keys(comm, create, comm->size);
+    comm->magic = tc_handle_magic[TC_HANDLE_COMM];
     tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' ready: rank %d of %d", comm->name, comm->rank, comm->size);
     return TCOMMS_SUCCESS;
 }
@@ -322,11 +323,37 @@ static tcomms_status_t read_device(tcomms_comm_t *comm, const tcomms_comm_params
     return TCOMMS_SUCCESS;
 }
 
-static void comm_free(tcomms_comm_t *comm)
+/* What a communicator owns besides its backends; the struct itself is freed or retired by the caller. */
+static void comm_release(tcomms_comm_t *comm)
 {
     tc_store_ref_release(comm->store);
     tcomms_hints_free(comm->hints);
-    free(comm);
+}
+
+#define KNOWN_PARAMS                                                                                              \
+    (TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_DEVICE | TCOMMS_COMM_PARAM_NAME | TCOMMS_COMM_PARAM_RANK |     \
+     TCOMMS_COMM_PARAM_MASTER | TCOMMS_COMM_PARAM_TIMEOUT | TCOMMS_COMM_PARAM_HINTS | TCOMMS_COMM_PARAM_STORE)
+
+/* What can be checked in `params` alone, before anything is read from the environment. */
+static tcomms_status_t check_params(const tcomms_comm_params_t *p, const char *name)
+{
+    const char *who = "tcomms_comm_create";
+    tcomms_status_t st = p ? tc_check_mask(p->field_mask, KNOWN_PARAMS, who, "params.field_mask") : TCOMMS_SUCCESS;
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (name == NULL || *name == '\0' || strlen(name) >= sizeof(((tcomms_comm_t *)0)->name) - 16 ||
+        strchr(name, '/'))
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: name must be 1..100 characters without '/'", who);
+    if (p == NULL)
+        return TCOMMS_SUCCESS;
+    /* An empty selection would silently mean the default: the caller meant something else. */
+    if ((p->field_mask & TCOMMS_COMM_PARAM_BACKEND) && (p->backend == NULL || *p->backend == '\0'))
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: params.backend is %s with TCOMMS_COMM_PARAM_BACKEND set: name a "
+                        "backend (\"gloo\", \"cpu:gloo,cuda:nccl\"), or clear that bit for the default "
+                        "(TCOMMS_BACKEND, else the first that loads)", who, p->backend ? "empty" : "NULL");
+    if ((p->field_mask & TCOMMS_COMM_PARAM_STORE) && p->store_ops == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: params.store_ops is NULL", who);
+    return TCOMMS_SUCCESS;
 }
 
 tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_comm_t **out)
@@ -341,12 +368,7 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
     const char *name = params && (params->field_mask & TCOMMS_COMM_PARAM_NAME) ? params->name : "world";
     const char *spec = params && (params->field_mask & TCOMMS_COMM_PARAM_BACKEND) ? params->backend
                                                                                    : getenv("TCOMMS_BACKEND");
-    tcomms_status_t st = TCOMMS_SUCCESS;
-    if (name == NULL || *name == '\0' || strlen(name) >= sizeof(comm->name) - 16 || strchr(name, '/'))
-        st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_create: name must be 1..100 characters without '/'");
-    if (st == TCOMMS_SUCCESS && params && (params->field_mask & TCOMMS_COMM_PARAM_STORE) &&
-        params->store_ops == NULL)
-        st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_create: params.store_ops is NULL");
+    tcomms_status_t st = check_params(params, name);
     if (st == TCOMMS_SUCCESS)
         st = read_params(comm, params, &port);
     if (st == TCOMMS_SUCCESS)
@@ -368,7 +390,8 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
     if (st == TCOMMS_SUCCESS)
         st = tc_comm_create_backends(comm, NULL, NULL);
     if (st != TCOMMS_SUCCESS) {
-        comm_free(comm);
+        comm_release(comm);
+        free(comm);
         return st;
     }
     *out = comm;
@@ -379,7 +402,9 @@ tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm)
 {
     if (comm == NULL)
         return TCOMMS_SUCCESS;
-    tcomms_status_t first = TCOMMS_SUCCESS;
+    tcomms_status_t first = tc_comm_check(comm, "tcomms_comm_destroy", "comm");
+    if (first != TCOMMS_SUCCESS)
+        return first;
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
         if (comm->slot[t].bcomm == NULL)
             continue;
@@ -387,15 +412,21 @@ tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm)
         if (first == TCOMMS_SUCCESS)
             first = st;
     }
-    comm_free(comm);
+    comm_release(comm);
+    tc_handle_retire(comm, TC_HANDLE_COMM);
     return first;
 }
 
 /* ---- queries ---------------------------------------------------------------------------------------------------- */
 
 #define CHECK_QUERY(comm, out)                                                                                    \
-    if ((comm) == NULL || (out) == NULL)                                                                          \
-    return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s is NULL", __func__, (comm) == NULL ? "comm" : #out)
+    do {                                                                                                          \
+        tcomms_status_t st_ = tc_comm_check(comm, __func__, "comm");                                              \
+        if (st_ != TCOMMS_SUCCESS)                                                                                \
+            return st_;                                                                                           \
+        if ((out) == NULL)                                                                                        \
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #out);                            \
+    } while (0)
 
 tcomms_status_t tcomms_comm_rank(const tcomms_comm_t *comm, int *rank)
 {
@@ -470,6 +501,9 @@ tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t typ
 
 tcomms_status_t tc_comm_check_bound(const tcomms_comm_t *comm, const char *who)
 {
+    tcomms_status_t st = tc_comm_check(comm, who, "parent");
+    if (st != TCOMMS_SUCCESS)
+        return st;
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
         if (comm->slot[t].be != NULL && !comm->slot[t].bound)
             return not_bound(comm, t, who);

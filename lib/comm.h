@@ -7,6 +7,7 @@
 
 #include <tcomms/backend.h>
 
+#include "handle.h"
 #include "store.h"
 
 /* Store-key prefixes grow by a few characters per split level; keys add a short suffix to a prefix. */
@@ -31,6 +32,7 @@ typedef struct tc_slot {
 } tc_slot_t;
 
 struct tcomms_comm {
+    uint32_t magic;    /* live once its backends exist (tc_comm_create_backends); handle.h */
     char name[128];
     char prefix[TC_PREFIX_MAX]; /* store-key prefix, identical on all members */
     int rank, size, local_rank;
@@ -48,7 +50,7 @@ struct tcomms_comm {
 /* Create every backend the communicator's slots name (collective over its members), then let the last member out
  * delete the creation keys (everything under "<prefix>/create/"; splits use "<prefix>/s<n>/", which a fast rank
  * may already be writing). On failure the slots created so far are destroyed. `parent` and `parent_ranks` are
- * NULL for a root. */
+ * NULL for a root. On success the communicator is live: tc_comm_check accepts it. */
 tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks);
 /* Delete every key under `prefix` (ending in '/') once all `members` callers have called this with it (last one
  * out, counted in the key "<prefix>done"). */
@@ -64,6 +66,14 @@ tcomms_status_t tc_comm_slot(const tcomms_comm_t *comm, tcomms_device_type_t typ
 /* TCOMMS_ERR_NOT_BOUND if `comm` holds a slot it is not bound to (such a communicator cannot be split). */
 tcomms_status_t tc_comm_check_bound(const tcomms_comm_t *comm, const char *who);
 void tc_store_ref_release(tc_store_ref_t *ref);
+
+/* SUCCESS for a live communicator; else TCOMMS_ERR_INVALID_ARG saying it is NULL (`arg` names the parameter),
+ * destroyed, or no communicator. Every public entry taking a communicator calls it first. */
+static inline tcomms_status_t tc_comm_check(const tcomms_comm_t *comm, const char *who, const char *arg)
+{
+    return tc_handle_check(comm, TC_HANDLE_COMM, who, arg);
+}
+
 void tc_store_ref_acquire(tc_store_ref_t *ref);
 
 /* "tcomms_all_reduce" for TCOMMS_COLL_ALL_REDUCE, and so on (coll.c). */

@@ -69,3 +69,11 @@ void tc_error_clear(void)
 {
     last_error[0] = '\0';
 }
+
+tcomms_status_t tc_check_mask(uint64_t mask, uint64_t known, const char *who, const char *what)
+{
+    if ((mask & ~known) == 0)
+        return TCOMMS_SUCCESS;
+    return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: %s has unknown bits 0x%llx (known: 0x%llx)", who, what,
+                    (unsigned long long)(mask & ~known), (unsigned long long)known);
+}

@@ -11,17 +11,11 @@
 
 #define MAX_GROUP_BACKENDS 32 /* the loader holds at most this many modules */
 
-typedef struct kept {
-    const tcomms_backend_t *be;
-    void *bwork;
-    uint32_t timeout_ms;
-} kept_t;
-
 static _Thread_local struct group {
     int depth;
     const tcomms_backend_t *started[MAX_GROUP_BACKENDS];
     int nstarted;
-    kept_t *kept;
+    tc_posted_t *kept;
     size_t nkept, cap;
 } group;
 
@@ -46,21 +40,21 @@ tcomms_status_t tc_group_join(const tcomms_backend_t *be)
     return TCOMMS_SUCCESS;
 }
 
-tcomms_status_t tc_group_keep(const tcomms_backend_t *be, void *bwork, uint32_t timeout_ms)
+tcomms_status_t tc_group_keep(tc_posted_t p)
 {
     if (group.nkept == group.cap) {
         size_t cap = group.cap ? 2 * group.cap : 16;
-        kept_t *k = realloc(group.kept, cap * sizeof(*k));
+        tc_posted_t *k = realloc(group.kept, cap * sizeof(*k));
         if (k == NULL) {
             /* Already posted: finish it now rather than lose it (it may wait for a peer's later post). */
-            tc_work_block(be, bwork, timeout_ms);
+            tc_work_block(p);
             return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms group: out of memory keeping a blocking call (it was "
                             "completed at once)");
         }
         group.kept = k;
         group.cap = cap;
     }
-    group.kept[group.nkept++] = (kept_t){be, bwork, timeout_ms};
+    group.kept[group.nkept++] = p;
     return TCOMMS_SUCCESS;
 }
 
@@ -92,7 +86,7 @@ tcomms_status_t tcomms_group_end(void)
     }
     group.nstarted = 0;
     for (size_t i = 0; i < group.nkept; i++) {
-        tcomms_status_t st = tc_work_block(group.kept[i].be, group.kept[i].bwork, group.kept[i].timeout_ms);
+        tcomms_status_t st = tc_work_block(group.kept[i]);
         if (st != TCOMMS_SUCCESS && first == TCOMMS_SUCCESS) {
             first = tc_error_prefix(st, "tcomms_group_end: a blocking call of the group: ");
             snprintf(saved, sizeof(saved), "%s", tcomms_last_error());

@@ -5,11 +5,13 @@
 
 #include <tcomms/backend.h>
 
+#include "work.h"
+
 /* Non-zero while this thread is inside a group. */
 int tc_group_active(void);
 /* Before a post to `be` inside a group: call be->group_start the first time this group posts to it. */
 tcomms_status_t tc_group_join(const tcomms_backend_t *be);
 /* Keep a blocking call's work for the outermost tcomms_group_end to wait for and free. */
-tcomms_status_t tc_group_keep(const tcomms_backend_t *be, void *bwork, uint32_t timeout_ms);
+tcomms_status_t tc_group_keep(tc_posted_t p);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "env.h"
 #include "error.h"
+#include "handle.h"
 #include "hints.h"
 
 typedef enum { HINT_BOOL, HINT_INT } hint_kind_t;
@@ -31,12 +32,57 @@ static const char *const namespaces[] = {"nccl.", "gloo.", "ucx."};
 
 #define TC_HINT_MAX_LEN 256
 
+/* Entries in insertion order, found by key through an open-addressing index (so parsing n entries is linear). */
 struct tcomms_hints {
+    uint32_t magic; /* handle.h */
     size_t count, cap;
     struct entry {
         char *key, *value;
     } *entries;
+    size_t *index;    /* entry number + 1 per slot, 0 for an empty slot; no entry is ever removed */
+    size_t index_cap; /* a power of two, at least twice count */
 };
+
+static tcomms_status_t check(const tcomms_hints_t *hints, const char *who)
+{
+    return tc_handle_check(hints, TC_HANDLE_HINTS, who, "hints");
+}
+
+static size_t hash(const char *key)
+{
+    uint64_t h = 14695981039346656037ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)key; *p != '\0'; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The index slot holding `key`, or the empty slot where it would go. */
+static size_t *slot_of(const tcomms_hints_t *hints, const char *key)
+{
+    size_t mask = hints->index_cap - 1;
+    for (size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+        size_t *slot = &hints->index[i];
+        if (*slot == 0 || strcmp(hints->entries[*slot - 1].key, key) == 0)
+            return slot;
+    }
+}
+
+/* Room in the index for one more entry: rebuilt twice as large when it would pass half full. */
+static int index_reserve(tcomms_hints_t *hints)
+{
+    if (2 * (hints->count + 1) <= hints->index_cap)
+        return 0;
+    size_t cap = hints->index_cap ? 2 * hints->index_cap : 16;
+    size_t *index = calloc(cap, sizeof(*index)), *old = hints->index;
+    if (index == NULL)
+        return -1;
+    hints->index = index;
+    hints->index_cap = cap;
+    for (size_t i = 0; i < hints->count; i++)
+        *slot_of(hints, hints->entries[i].key) = i + 1;
+    free(old);
+    return 0;
+}
 
 static const struct hint_def *find_def(const char *key)
 {
@@ -71,19 +117,27 @@ tcomms_status_t tcomms_hints_create(tcomms_hints_t **out)
     if (out == NULL)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_create: out is NULL");
     *out = calloc(1, sizeof(**out));
-    return *out ? TCOMMS_SUCCESS : tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_hints_create: out of memory");
+    if (*out == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_hints_create: out of memory");
+    (*out)->magic = tc_handle_magic[TC_HANDLE_HINTS];
+    return TCOMMS_SUCCESS;
 }
 
-void tcomms_hints_free(tcomms_hints_t *hints)
+tcomms_status_t tcomms_hints_free(tcomms_hints_t *hints)
 {
     if (hints == NULL)
-        return;
+        return TCOMMS_SUCCESS;
+    tcomms_status_t st = check(hints, "tcomms_hints_free");
+    if (st != TCOMMS_SUCCESS)
+        return st;
     for (size_t i = 0; i < hints->count; i++) {
         free(hints->entries[i].key);
         free(hints->entries[i].value);
     }
     free(hints->entries);
-    free(hints);
+    free(hints->index);
+    tc_handle_retire(hints, TC_HANDLE_HINTS);
+    return TCOMMS_SUCCESS;
 }
 
 /* Validate one pair; *canonical receives the key to store it under. */
@@ -123,18 +177,17 @@ static tcomms_status_t check_pair(const char *key, const char *value, const char
 
 static struct entry *find_entry(const tcomms_hints_t *hints, const char *canonical)
 {
-    for (size_t i = 0; i < hints->count; i++)
-        if (strcmp(hints->entries[i].key, canonical) == 0)
-            return &hints->entries[i];
-    return NULL;
+    size_t *slot = hints->index_cap ? slot_of(hints, canonical) : NULL;
+    return slot != NULL && *slot != 0 ? &hints->entries[*slot - 1] : NULL;
 }
 
 tcomms_status_t tcomms_hints_set(tcomms_hints_t *hints, const char *key, const char *value)
 {
-    if (hints == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_set: hints is NULL");
+    tcomms_status_t st = check(hints, "tcomms_hints_set");
+    if (st != TCOMMS_SUCCESS)
+        return st;
     const char *canonical;
-    tcomms_status_t st = check_pair(key, value, &canonical);
+    st = check_pair(key, value, &canonical);
     if (st != TCOMMS_SUCCESS)
         return st;
     char *v = strdup(value);
@@ -156,11 +209,12 @@ tcomms_status_t tcomms_hints_set(tcomms_hints_t *hints, const char *key, const c
         hints->entries = grown;
         hints->cap = cap;
     }
-    char *k = strdup(canonical);
+    char *k = index_reserve(hints) == 0 ? strdup(canonical) : NULL;
     if (k == NULL) {
         free(v);
         return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_hints_set: out of memory");
     }
+    *slot_of(hints, k) = hints->count + 1;
     hints->entries[hints->count++] = (struct entry){k, v};
     return TCOMMS_SUCCESS;
 }
@@ -178,13 +232,15 @@ static char *trim(char *s)
 
 tcomms_status_t tcomms_hints_parse(tcomms_hints_t *hints, const char *spec)
 {
-    if (hints == NULL || spec == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_parse: %s is NULL", hints ? "spec" : "hints");
+    tcomms_status_t st = check(hints, "tcomms_hints_parse");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (spec == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_parse: spec is NULL");
     char *copy = strdup(spec);
     if (copy == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_hints_parse: out of memory");
     /* Validate the whole spec before changing `hints`, so a bad spec leaves it untouched. */
-    tcomms_status_t st = TCOMMS_SUCCESS;
     for (int pass = 0; pass < 2 && st == TCOMMS_SUCCESS; pass++) {
         strcpy(copy, spec);
         char *save = NULL;
@@ -208,9 +264,11 @@ tcomms_status_t tcomms_hints_parse(tcomms_hints_t *hints, const char *spec)
 
 tcomms_status_t tcomms_hints_get(const tcomms_hints_t *hints, const char *key, const char **value)
 {
-    if (hints == NULL || key == NULL || value == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_get: %s is NULL",
-                        hints == NULL ? "hints" : key == NULL ? "key" : "value");
+    tcomms_status_t st = check(hints, "tcomms_hints_get");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (key == NULL || value == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_get: %s is NULL", key == NULL ? "key" : "value");
     const char *canonical = tc_hint_canonical(key);
     struct entry *e = find_entry(hints, canonical ? canonical : key);
     if (e == NULL)
@@ -221,16 +279,22 @@ tcomms_status_t tcomms_hints_get(const tcomms_hints_t *hints, const char *key, c
 
 tcomms_status_t tcomms_hints_count(const tcomms_hints_t *hints, size_t *count)
 {
-    if (hints == NULL || count == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_count: %s is NULL", hints ? "count" : "hints");
+    tcomms_status_t st = check(hints, "tcomms_hints_count");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (count == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_count: count is NULL");
     *count = hints->count;
     return TCOMMS_SUCCESS;
 }
 
 tcomms_status_t tcomms_hints_entry(const tcomms_hints_t *hints, size_t i, const char **key, const char **value)
 {
-    if (hints == NULL || key == NULL || value == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_entry: an argument is NULL");
+    tcomms_status_t st = check(hints, "tcomms_hints_entry");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (key == NULL || value == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_entry: %s is NULL", key == NULL ? "key" : "value");
     if (i >= hints->count)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_hints_entry: index %zu out of range (count %zu)", i,
                         hints->count);
@@ -241,6 +305,8 @@ tcomms_status_t tcomms_hints_entry(const tcomms_hints_t *hints, size_t i, const 
 
 tcomms_status_t tc_hints_merge(tcomms_hints_t *dst, const tcomms_hints_t *src)
 {
+    if (src != NULL && check(src, "hints given to a communicator") != TCOMMS_SUCCESS)
+        return TCOMMS_ERR_INVALID_ARG;
     for (size_t i = 0; src != NULL && i < src->count; i++) {
         tcomms_status_t st = tcomms_hints_set(dst, src->entries[i].key, src->entries[i].value);
         if (st != TCOMMS_SUCCESS)

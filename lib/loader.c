@@ -32,11 +32,16 @@ static size_t n_loaded;
 static tc_module_info_t listing[MAX_MODULES];
 static size_t n_listing;
 
-const char *tc_backend_search_path(void)
+/* Any length: a fixed buffer would cut the install directory off a long TCOMMS_BACKEND_PATH. */
+char *tc_backend_search_path(void)
 {
-    static _Thread_local char path[8192];
     const char *env = getenv("TCOMMS_BACKEND_PATH");
-    snprintf(path, sizeof(path), "%s%s%s", env && *env ? env : "", env && *env ? ":" : "", TCOMMS_MODULE_DIR);
+    if (env == NULL)
+        env = "";
+    size_t len = strlen(env) + 1 + strlen(TCOMMS_MODULE_DIR) + 1;
+    char *path = malloc(len);
+    if (path != NULL)
+        snprintf(path, len, "%s%s%s", env, *env ? ":" : "", TCOMMS_MODULE_DIR);
     return path;
 }
 
@@ -89,21 +94,34 @@ static void probe(const char *name, tc_module_info_t *info)
 {
     memset(info, 0, sizeof(*info));
     info->status = TCOMMS_ERR_BACKEND_UNAVAILABLE;
-    char dirs[8192];
-    snprintf(dirs, sizeof(dirs), "%s", tc_backend_search_path());
+    char *search = tc_backend_search_path(), *dirs = search ? strdup(search) : NULL;
+    if (dirs == NULL) {
+        free(search);
+        snprintf(info->reason, sizeof(info->reason), "out of memory for the module search path");
+        return;
+    }
     char *save = NULL;
     for (char *dir = strtok_r(dirs, ":", &save); dir != NULL; dir = strtok_r(NULL, ":", &save)) {
         char path[4096];
-        snprintf(path, sizeof(path), "%s/tcomms_%s.so", dir, name);
+        if ((size_t)snprintf(path, sizeof(path), "%s/tcomms_%s.so", dir, name) >= sizeof(path))
+            continue; /* no such file can exist; a cut name could find another */
         if (access(path, R_OK) == 0) {
             snprintf(info->path, sizeof(info->path), "%s", path);
             break;
         }
     }
+    free(dirs);
     if (info->path[0] == '\0') {
-        snprintf(info->reason, sizeof(info->reason), "no tcomms_%s.so in %s", name, tc_backend_search_path());
+        size_t len = strlen(search);
+        if (len < sizeof(info->reason) - 64)
+            snprintf(info->reason, sizeof(info->reason), "no tcomms_%s.so in %s", name, search);
+        else /* keep the end: the install directory */
+            snprintf(info->reason, sizeof(info->reason), "no tcomms_%s.so in the %zu-character search path "
+                     "...%s", name, len, search + len - (sizeof(info->reason) - 100));
+        free(search);
         return;
     }
+    free(search);
     const tcomms_backend_t *be = open_module(info->path, info->reason, sizeof(info->reason));
     if (be == NULL) {
         info->status = strstr(info->reason, "ABI version") ? TCOMMS_ERR_ABI : TCOMMS_ERR_BACKEND_UNAVAILABLE;
@@ -148,10 +166,9 @@ tcomms_status_t tc_backend_list(const tc_module_info_t **mods, size_t *count)
     for (size_t i = 0; i < n_listing; i++)
         free((char *)listing[i].name);
     n_listing = 0;
-    char dirs[8192];
-    snprintf(dirs, sizeof(dirs), "%s", tc_backend_search_path());
+    char *dirs = tc_backend_search_path();
     char *save = NULL;
-    for (char *dir = strtok_r(dirs, ":", &save); dir != NULL; dir = strtok_r(NULL, ":", &save)) {
+    for (char *dir = dirs ? strtok_r(dirs, ":", &save) : NULL; dir != NULL; dir = strtok_r(NULL, ":", &save)) {
         DIR *d = opendir(dir);
         struct dirent *e;
         while (d != NULL && (e = readdir(d)) != NULL && n_listing < MAX_MODULES) {
@@ -171,6 +188,7 @@ tcomms_status_t tc_backend_list(const tc_module_info_t **mods, size_t *count)
         if (d != NULL)
             closedir(d);
     }
+    free(dirs);
     *mods = listing;
     *count = n_listing;
     pthread_mutex_unlock(&lock);

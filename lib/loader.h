@@ -22,8 +22,8 @@ tcomms_status_t tc_backend_load(const char *name, const tcomms_backend_t **out);
 /* Every module file found (a name appears once: the first in search order), each loaded and queried. The array
  * is static and stays valid; *count is set. */
 tcomms_status_t tc_backend_list(const tc_module_info_t **mods, size_t *count);
-/* The directories searched, in order, joined by ':' */
-const char *tc_backend_search_path(void);
+/* The directories searched, in order, joined by ':', in memory the caller frees; NULL when out of memory. */
+char *tc_backend_search_path(void);
 
 /* Backend selection: which backend name serves each device type.
  * spec is "gloo", "cpu:gloo,cuda:nccl", or NULL/"" for defaults. A name without a device prefix applies to every

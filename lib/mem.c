@@ -33,11 +33,14 @@ static size_t page_size(void)
 
 tcomms_status_t tcomms_mem_alloc(tcomms_comm_t *comm, tcomms_device_type_t type, size_t bytes, void **ptr)
 {
-    if (comm == NULL || ptr == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_mem_alloc: %s is NULL", comm ? "ptr" : "comm");
+    tcomms_status_t st = tc_comm_check(comm, "tcomms_mem_alloc", "comm");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (ptr == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_mem_alloc: ptr is NULL");
     *ptr = NULL;
     const tc_slot_t *slot = NULL;
-    tcomms_status_t st = tc_comm_slot(comm, type, "tcomms_mem_alloc", &slot);
+    st = tc_comm_slot(comm, type, "tcomms_mem_alloc", &slot);
     if (st != TCOMMS_SUCCESS || bytes == 0)
         return st;
     if (has_alloc(slot->be)) {
@@ -57,10 +60,11 @@ tcomms_status_t tcomms_mem_alloc(tcomms_comm_t *comm, tcomms_device_type_t type,
 
 tcomms_status_t tcomms_mem_free(tcomms_comm_t *comm, tcomms_device_type_t type, void *ptr)
 {
-    if (comm == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_mem_free: comm is NULL");
+    tcomms_status_t st = tc_comm_check(comm, "tcomms_mem_free", "comm");
+    if (st != TCOMMS_SUCCESS)
+        return st;
     const tc_slot_t *slot = NULL;
-    tcomms_status_t st = tc_comm_slot(comm, type, "tcomms_mem_free", &slot);
+    st = tc_comm_slot(comm, type, "tcomms_mem_free", &slot);
     if (st != TCOMMS_SUCCESS || ptr == NULL)
         return st;
     if (has_alloc(slot->be)) {
@@ -77,16 +81,18 @@ tcomms_status_t tcomms_mem_free(tcomms_comm_t *comm, tcomms_device_type_t type, 
 tcomms_status_t tcomms_mem_register(tcomms_comm_t *comm, tcomms_device_type_t type, void *buf, size_t bytes,
                                     unsigned flags, tcomms_mem_reg_t **reg)
 {
-    if (comm == NULL || reg == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_mem_register: %s is NULL", comm ? "reg" : "comm");
+    if (reg == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_mem_register: reg is NULL");
     *reg = NULL;
+    tcomms_status_t st = tc_comm_check(comm, "tcomms_mem_register", "comm");
+    if (st != TCOMMS_SUCCESS)
+        return st;
     if (buf == NULL || bytes == 0)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_mem_register: %s", buf ? "bytes is 0" : "buf is NULL");
-    if (flags & ~(unsigned)TCOMMS_MEM_REG_WINDOW)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_mem_register: flags has unknown bits 0x%x",
-                        flags & ~(unsigned)TCOMMS_MEM_REG_WINDOW);
+    if ((st = tc_check_mask(flags, TCOMMS_MEM_REG_WINDOW, "tcomms_mem_register", "flags")) != TCOMMS_SUCCESS)
+        return st;
     const tc_slot_t *slot = NULL;
-    tcomms_status_t st = tc_comm_slot(comm, type, "tcomms_mem_register", &slot);
+    st = tc_comm_slot(comm, type, "tcomms_mem_register", &slot);
     if (st != TCOMMS_SUCCESS)
         return st;
     int by_backend = has_register(slot->be);

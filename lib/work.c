@@ -1,15 +1,18 @@
 /* Work handles: a backend's in-flight operation plus the timeout it was posted with; the final status is kept so
- * repeated wait/test calls answer the same. */
+ * repeated wait/test calls answer the same. Where the core finishes an operation itself (integer AVG), it does so
+ * on the first call that sees it complete, and before the handle goes. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "comm.h"
 #include "error.h"
+#include "handle.h"
+#include "log.h"
 #include "work.h"
 
 struct tcomms_work {
-    const tcomms_backend_t *be;
-    void *bwork;
-    uint32_t timeout_ms;
+    uint32_t magic; /* handle.h */
+    tc_posted_t p;
 };
 
 /* A wait gives the backend its operation's timeout plus a margin, so the backend reports a timeout of its own
@@ -19,56 +22,101 @@ static uint32_t with_margin(uint32_t ms)
     return ms > UINT32_MAX - TC_WAIT_MARGIN_MS ? UINT32_MAX : ms + TC_WAIT_MARGIN_MS;
 }
 
-tcomms_status_t tc_work_block(const tcomms_backend_t *be, void *bwork, uint32_t timeout_ms)
+/* Run the core's part of `p` once the backend reported `st` and no longer uses the buffers it was given: a
+ * timeout may be the wait's rather than the operation's, so the backend is asked once more. */
+static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st)
 {
-    tcomms_status_t st = be->work_wait(bwork, with_margin(timeout_ms));
-    be->work_free(bwork);
+    if (p->avg == NULL || st == TCOMMS_IN_PROGRESS)
+        return st;
+    if (st == TCOMMS_ERR_TIMEOUT) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s", tcomms_last_error());
+        int running = p->be->work_test(p->bwork) == TCOMMS_IN_PROGRESS;
+        tc_error(st, "%s", msg);
+        if (running)
+            return st;
+    }
+    tc_wide_avg_end(p->avg, st);
+    p->avg = NULL;
     return st;
 }
 
-tcomms_status_t tc_work_wrap(const tcomms_backend_t *be, void *bwork, uint32_t timeout_ms, tcomms_work_t **out)
+/* Wait for `p` to end and release it; the buffers the core lent the backend go only once it has ended. */
+static tcomms_status_t release(tc_posted_t *p, uint32_t timeout_ms)
+{
+    tcomms_status_t st = p->be->work_wait(p->bwork, timeout_ms);
+    finish(p, st);
+    if (p->avg != NULL) /* still running past its own timeout: lose the copy rather than free it under the backend */
+        tc_log(TCOMMS_LOG_WARN, "core", "an integer avg still running after %u ms: its int64 copy is leaked",
+               timeout_ms);
+    p->be->work_free(p->bwork);
+    return st;
+}
+
+tcomms_status_t tc_work_block(tc_posted_t p)
+{
+    return release(&p, with_margin(p.timeout_ms));
+}
+
+tcomms_status_t tc_work_wrap(tc_posted_t p, tcomms_work_t **out)
 {
     tcomms_work_t *w = malloc(sizeof(*w));
     if (w == NULL) {
         /* The operation is already posted: finish it rather than leak it half-done. */
-        be->work_wait(bwork, with_margin(timeout_ms));
-        be->work_free(bwork);
+        release(&p, with_margin(p.timeout_ms));
         return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory for a work handle (the operation was completed)");
     }
-    *w = (tcomms_work_t){be, bwork, timeout_ms};
+    *w = (tcomms_work_t){tc_handle_magic[TC_HANDLE_WORK], p};
     *out = w;
     return TCOMMS_SUCCESS;
 }
 
+static tcomms_status_t check(const tcomms_work_t *work, const char *who)
+{
+    return tc_handle_check(work, TC_HANDLE_WORK, who, "work");
+}
+
 tcomms_status_t tcomms_work_wait(tcomms_work_t *work, uint32_t timeout_ms)
 {
-    if (work == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_work_wait: work is NULL");
-    return work->be->work_wait(work->bwork, timeout_ms ? timeout_ms : with_margin(work->timeout_ms));
+    tcomms_status_t st = check(work, "tcomms_work_wait");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    st = work->p.be->work_wait(work->p.bwork, timeout_ms ? timeout_ms : with_margin(work->p.timeout_ms));
+    return finish(&work->p, st);
 }
 
 /* A CPU backend's wait already blocks the host, so it is the fallback. */
 tcomms_status_t tcomms_work_synchronize(tcomms_work_t *work, uint32_t timeout_ms)
 {
-    if (work == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_work_synchronize: work is NULL");
-    uint32_t ms = timeout_ms ? timeout_ms : with_margin(work->timeout_ms);
-    if (work->be->work_synchronize != NULL)
-        return work->be->work_synchronize(work->bwork, ms);
-    return work->be->work_wait(work->bwork, ms);
+    tcomms_status_t st = check(work, "tcomms_work_synchronize");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    uint32_t ms = timeout_ms ? timeout_ms : with_margin(work->p.timeout_ms);
+    const tcomms_backend_t *be = work->p.be;
+    st = be->work_synchronize != NULL ? be->work_synchronize(work->p.bwork, ms) : be->work_wait(work->p.bwork, ms);
+    return finish(&work->p, st);
 }
 
 tcomms_status_t tcomms_work_test(tcomms_work_t *work)
 {
-    if (work == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_work_test: work is NULL");
-    return work->be->work_test(work->bwork);
+    tcomms_status_t st = check(work, "tcomms_work_test");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    return finish(&work->p, work->p.be->work_test(work->p.bwork));
 }
 
-void tcomms_work_free(tcomms_work_t *work)
+/* A running operation whose result the core still writes is waited for: freeing it must not lose the result. */
+tcomms_status_t tcomms_work_free(tcomms_work_t *work)
 {
     if (work == NULL)
-        return;
-    work->be->work_free(work->bwork);
-    free(work);
+        return TCOMMS_SUCCESS;
+    tcomms_status_t st = check(work, "tcomms_work_free");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (work->p.avg != NULL)
+        release(&work->p, with_margin(work->p.timeout_ms));
+    else
+        work->p.be->work_free(work->p.bwork);
+    tc_handle_retire(work, TC_HANDLE_WORK);
+    return TCOMMS_SUCCESS;
 }

@@ -4,9 +4,20 @@
 
 #include <tcomms/backend.h>
 
-/* Wait for `bwork` (a blocking call), free it, and return its status. */
-tcomms_status_t tc_work_block(const tcomms_backend_t *be, void *bwork, uint32_t timeout_ms);
-/* Wrap `bwork` into a public handle. */
-tcomms_status_t tc_work_wrap(const tcomms_backend_t *be, void *bwork, uint32_t timeout_ms, tcomms_work_t **out);
+#include "avg.h"
+
+/* A posted operation as the core holds it until completion: the backend's work, the timeout it was posted with,
+ * and what the core still does when it completes (NULL, or an exact integer AVG to narrow: avg.h). */
+typedef struct tc_posted {
+    const tcomms_backend_t *be;
+    void *bwork;
+    uint32_t timeout_ms;
+    tc_wide_avg_t *avg;
+} tc_posted_t;
+
+/* Wait for `p` (a blocking call), finish and free it, and return its status. */
+tcomms_status_t tc_work_block(tc_posted_t p);
+/* Wrap `p` into a public handle. */
+tcomms_status_t tc_work_wrap(tc_posted_t p, tcomms_work_t **out);
 
 #endif

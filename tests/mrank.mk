@@ -2,8 +2,9 @@
 # leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
 # $TCOMMS_RUN), a reset store connection at creation (test_store_reset), ranks disagreeing about a call's counts
 # or dtypes (test_mismatch), the TCOMMS_CHECK_CALLS check (test_call_check), sends that must complete while their
-# receiver is away from tcomms (test_away). They share the fork harness and reference
-# in tests/libmrank.la, and use only the public API except where noted.
+# receiver is away from tcomms (test_away), released handles used again (test_handles), exact integer AVG
+# (test_avg). They share the fork harness and reference in tests/libmrank.la, and use only the public API except
+# where noted.
 # make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
 mrank_cppflags = $(AM_CPPFLAGS)
@@ -17,7 +18,7 @@ tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
 tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
-	tests/test_mismatch tests/test_call_check tests/test_away
+	tests/test_mismatch tests/test_call_check tests/test_away tests/test_handles tests/test_avg
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -68,6 +69,17 @@ tests_peer_death_prog_SOURCES = tests/peer_death_prog.c
 tests_peer_death_prog_CPPFLAGS = $(mrank_cppflags)
 tests_peer_death_prog_CFLAGS = $(mrank_cflags)
 tests_peer_death_prog_LDADD = lib/libtcomms.la $(CHECK_LIBS)
+
+tests_test_handles_SOURCES = tests/test_handles.c
+tests_test_handles_CPPFLAGS = $(mrank_cppflags)
+tests_test_handles_CFLAGS = $(mrank_cflags)
+tests_test_handles_LDADD = $(mrank_ldadd)
+
+# links the core statically: it tests tc_mean_from_words too
+tests_test_avg_SOURCES = tests/test_avg.c
+tests_test_avg_CPPFLAGS = $(mrank_cppflags)
+tests_test_avg_CFLAGS = $(mrank_cflags)
+tests_test_avg_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
 
 # The same table on 1 to 8 ranks, every CPU backend; not part of make check (minutes on 2 cores).
 check-long: all tests/test_coll

@@ -118,6 +118,23 @@ START_TEST(count_overflow)
 }
 END_TEST
 
+/* The v-variants name the count array and index whose block passes the address space. */
+START_TEST(v_count_overflow)
+{
+    size_t huge = SIZE_MAX / 2, four = 4, at_end = SIZE_MAX - 2;
+    EXPECT(tcomms_all_to_all_v(comm, buf_a, &huge, NULL, buf_b, &four, NULL, TCOMMS_INT32, NULL, NULL),
+           TCOMMS_ERR_INVALID_ARG, "sendcounts[0]");
+    EXPECT(tcomms_all_to_all_v(comm, buf_a, &four, NULL, buf_b, &huge, NULL, TCOMMS_INT32, NULL, NULL),
+           TCOMMS_ERR_INVALID_ARG, "recvcounts[0]");
+    EXPECT(tcomms_all_to_all_v(comm, buf_a, &four, &at_end, buf_b, &four, NULL, TCOMMS_INT8, NULL, NULL),
+           TCOMMS_ERR_INVALID_ARG, "sdispls[0]");
+    EXPECT(tcomms_all_gather_v(comm, buf_a, buf_b, &four, &at_end, TCOMMS_INT8, NULL, NULL), TCOMMS_ERR_INVALID_ARG,
+           "displs[0]");
+    EXPECT(tcomms_reduce_scatter_v(comm, buf_a, buf_b, &huge, TCOMMS_FLOAT64, TCOMMS_SUM, NULL, NULL),
+           TCOMMS_ERR_INVALID_ARG, "recvcounts[0]");
+}
+END_TEST
+
 START_TEST(bad_root)
 {
     EXPECT(tcomms_broadcast(comm, buf_a, 2, TCOMMS_INT32, -1, NULL, NULL), TCOMMS_ERR_INVALID_ARG, "root");
@@ -227,6 +244,34 @@ START_TEST(unknown_backend)
 }
 END_TEST
 
+START_TEST(unknown_param_bits)
+{
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_RANK | (1ull << 20) | (1ull << 40);
+    p.size = 1;
+    tcomms_comm_t *c = NULL;
+    EXPECT(tcomms_comm_create(&p, &c), TCOMMS_ERR_INVALID_ARG, "field_mask");
+    ck_assert_msg(strstr(tcomms_last_error(), "0x10000100000") != NULL, "the bits are not named: %s",
+                  tcomms_last_error());
+    ck_assert_ptr_null(c);
+}
+END_TEST
+
+/* A backend bit with nothing selected is a mistake, not a request for the default. */
+START_TEST(empty_backend)
+{
+    tcomms_comm_t *c = NULL;
+    EXPECT(create_one_rank(NULL, "", &c), TCOMMS_ERR_INVALID_ARG, "params.backend is empty");
+    ck_assert_ptr_null(c);
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_RANK | TCOMMS_COMM_PARAM_BACKEND;
+    p.size = 1;
+    EXPECT(tcomms_comm_create(&p, &c), TCOMMS_ERR_INVALID_ARG, "params.backend is NULL");
+    ck_assert_msg(strstr(tcomms_last_error(), "clear") != NULL, "no way out is said: %s", tcomms_last_error());
+    ck_assert_ptr_null(c);
+}
+END_TEST
+
 START_TEST(cuda_device_on_cpu_backend)
 {
     tcomms_comm_params_t p = {0};
@@ -332,6 +377,11 @@ static int overflow_rank(int rank, int size, void *arg)
     const char *msg = tcomms_last_error();
     if (st != TCOMMS_ERR_INVALID_ARG || !mentions(msg, "count"))
         fails += mrank_failf("FAIL rank %d: all_gather with count*size overflowing: %d (%s)", rank, st, msg);
+    size_t half[2] = {SIZE_MAX / 2 + 1, SIZE_MAX / 2 + 1}, one[2] = {1, 1};
+    st = tcomms_all_to_all_v(c, small, half, NULL, out, one, NULL, TCOMMS_INT8, NULL, NULL);
+    msg = tcomms_last_error();
+    if (st != TCOMMS_ERR_INVALID_ARG || !mentions(msg, "sendcounts[0..1]"))
+        fails += mrank_failf("FAIL rank %d: all_to_all_v with packed sendcounts overflowing: %d (%s)", rank, st, msg);
     st = tcomms_all_reduce(c, small, out, 1, TCOMMS_INT8, TCOMMS_SUM, NULL, NULL); /* still in step */
     if (st != TCOMMS_SUCCESS)
         fails += mrank_failf("FAIL rank %d: all_reduce after the bad call: %d (%s)", rank, st, tcomms_last_error());
@@ -409,6 +459,7 @@ int main(void)
     tcase_add_test(ops, null_comm);
     tcase_add_test(ops, null_buffers);
     tcase_add_test(ops, count_overflow);
+    tcase_add_test(ops, v_count_overflow);
     tcase_add_test(ops, bad_root);
     tcase_add_test(ops, bad_dtype_and_op);
     tcase_add_test(ops, bad_peer);
@@ -421,6 +472,8 @@ int main(void)
     TCase *create = tcase_create("create");
     tcase_set_timeout(create, 60);
     tcase_add_test(create, unknown_backend);
+    tcase_add_test(create, unknown_param_bits);
+    tcase_add_test(create, empty_backend);
     tcase_add_test(create, cuda_device_on_cpu_backend);
     tcase_add_test(create, min_ctas_above_max_ctas);
     tcase_add_test(create, bad_env);

@@ -44,6 +44,37 @@ START_TEST(test_load)
 }
 END_TEST
 
+/* A search path longer than any fixed buffer: the directories at its end, the install directory last, are still
+ * searched and named. */
+START_TEST(test_long_path)
+{
+    const char *modules = getenv("TCOMMS_TEST_MODULES");
+    ck_assert_ptr_nonnull(modules);
+    size_t cap = 20000 + strlen(modules);
+    char *path = malloc(cap);
+    ck_assert_ptr_nonnull(path);
+    size_t len = 0;
+    while (len < 12000)
+        len += (size_t)snprintf(path + len, cap - len, "/nonexistent/tcomms-test-dir-%05zu:", len);
+    snprintf(path + len, cap - len, "%s", modules);
+    setenv("TCOMMS_BACKEND_PATH", path, 1);
+    const tcomms_backend_t *be = NULL;
+    tcomms_status_t st = tc_backend_load("fakeok", &be);
+    ck_assert_msg(st == TCOMMS_SUCCESS, "fakeok at the end of a %zu-character path: %d (%s)", strlen(path), st,
+                  tcomms_last_error());
+    ck_assert_int_eq(tc_backend_load("nosuch", &be), TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    assert_message_has(TCOMMS_MODULE_DIR);
+    const tc_module_info_t *mods;
+    size_t n = 0;
+    ck_assert_int_eq(tc_backend_list(&mods, &n), TCOMMS_SUCCESS);
+    int seen = 0;
+    for (size_t i = 0; i < n; i++)
+        seen |= strcmp(mods[i].name, "fakeok") == 0;
+    ck_assert_msg(seen, "fakeok is not listed from the end of a %zu-character path", strlen(path));
+    free(path);
+}
+END_TEST
+
 START_TEST(test_list)
 {
     use_test_modules();
@@ -369,6 +400,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_load);
     tcase_add_test(tc, test_list);
+    tcase_add_test(tc, test_long_path);
     tcase_add_test(tc, test_selection);
     tcase_add_test(tc, test_routing);
     tcase_add_test(tc, test_selection_errors);

@@ -26,7 +26,9 @@ typedef enum tcomms_log_level {
     TCOMMS_LOG_TRACE = 5
 } tcomms_log_level_t;
 
-/* c[i] = a[i] op b[i] for n elements; c may alias a or b. AVG reduces as SUM (finish with avg_finish). */
+/* c[i] = a[i] op b[i] for n elements; c may alias a or b. AVG reduces as SUM (finish with avg_finish). An integer
+ * AVG reaches a CPU backend as an int64 AVG or SUM over the core's widened copy (lib/avg.c), so its sum cannot
+ * wrap. */
 typedef void (*tcomms_reduce_fn_t)(void *c, const void *a, const void *b, size_t n);
 
 typedef struct tcomms_store tcomms_store_t;

@@ -2,7 +2,15 @@
  *
  * Every call returns a tcomms_status_t: 0 on success, a positive value for "not done yet", a negative value for an
  * error. After an error, tcomms_last_error() gives a detailed, thread-local message naming the argument or
- * environment variable at fault. The library never prints to stdout and never terminates the process. */
+ * environment variable at fault. The library never prints to stdout and never terminates the process.
+ *
+ * Handles (tcomms_comm_t, tcomms_work_t, tcomms_hints_t) live from the call that creates them to the call that
+ * releases them (tcomms_comm_destroy, tcomms_work_free, tcomms_hints_free). A call given a released handle, a
+ * second release included, returns TCOMMS_ERR_INVALID_ARG naming the call and the handle ("tcomms_work_wait: work
+ * handle 0x... was already freed") and logs it as a warning, while the library still holds that memory: it keeps
+ * the last 16 communicators, 64 work handles and 16 hints objects released aside before freeing them. Beyond that,
+ * with a pointer that never was a handle, or with a handle released while another thread uses it, the behaviour
+ * is undefined. */
 #ifndef TCOMMS_TCOMMS_H
 #define TCOMMS_TCOMMS_H
 
@@ -70,7 +78,12 @@ typedef enum tcomms_dtype {
     TCOMMS_DTYPE_COUNT
 } tcomms_dtype_t;
 
-/* AVG divides the sum by the communicator size; for integer types the quotient is truncated toward zero. */
+/* AVG divides the sum by the communicator size. For integer types on the CPU backends the result is the exact mean
+ * of the ranks' values rounded toward zero, as C's integer division, whatever their sum (int8: 100 and 100 give
+ * 100, -128 and -127 give -127; uint8: 255 and 255 give 255): the core reduces an int64 copy of the send buffer
+ * (int64 itself as two words), so such a call costs a copy of 8 bytes (int64: 16) an element and one pass more.
+ * On NCCL it is ncclAvg, which sums in the type (a sum out of its range wraps) before dividing. Floating-point
+ * types divide the sum in their own arithmetic. */
 typedef enum tcomms_op { TCOMMS_SUM, TCOMMS_PROD, TCOMMS_MIN, TCOMMS_MAX, TCOMMS_AVG, TCOMMS_OP_COUNT } tcomms_op_t;
 
 typedef enum tcomms_device_type {
@@ -113,10 +126,13 @@ TCOMMS_API tcomms_status_t tcomms_device_parse(const char *text, tcomms_device_t
 typedef struct tcomms_hints tcomms_hints_t;
 
 TCOMMS_API tcomms_status_t tcomms_hints_create(tcomms_hints_t **out);
-TCOMMS_API void tcomms_hints_free(tcomms_hints_t *hints);
+/* Free `hints` (NULL: a no-op). Communicators copy the hints they are given, so hints may be freed right after the
+ * create or split call. Freeing them twice is TCOMMS_ERR_INVALID_ARG while detectable (see the top of this file). */
+TCOMMS_API tcomms_status_t tcomms_hints_free(tcomms_hints_t *hints);
 /* Set `key` (any accepted spelling; stored under its canonical snake_case name) to `value`, replacing any value. */
 TCOMMS_API tcomms_status_t tcomms_hints_set(tcomms_hints_t *hints, const char *key, const char *value);
-/* Parse "k=v,k=v" (the TCOMMS_HINTS format) into `hints`. */
+/* Parse "k=v,k=v" (the TCOMMS_HINTS format) into `hints`; a later key replaces an earlier one. Linear in the
+ * length of `spec`. */
 TCOMMS_API tcomms_status_t tcomms_hints_parse(tcomms_hints_t *hints, const char *spec);
 /* The value stored for `key` (any spelling), or TCOMMS_ERR_NOT_FOUND. The pointer lives as long as the entry. */
 TCOMMS_API tcomms_status_t tcomms_hints_get(const tcomms_hints_t *hints, const char *key, const char **value);
@@ -156,11 +172,13 @@ enum {
     TCOMMS_COMM_PARAM_STORE = 1u << 7        /* store_ops and store_ctx together */
 };
 
-/* Creation parameters. Start from `tcomms_comm_params_t p = {0};` and set field_mask bits for what you fill in. */
+/* Creation parameters. Start from `tcomms_comm_params_t p = {0};` and set field_mask bits for what you fill in; a
+ * bit this library does not know is TCOMMS_ERR_INVALID_ARG. */
 typedef struct tcomms_comm_params {
     uint64_t field_mask;
     /* "gloo", or device-qualified "cpu:gloo,cuda:nccl". Default: TCOMMS_BACKEND, else the first CPU backend that
-     * loads (ucx, then gloo) for a CPU communicator and nccl for a CUDA one. Overrides TCOMMS_BACKEND. */
+     * loads (ucx, then gloo) for a CPU communicator and nccl for a CUDA one. Overrides TCOMMS_BACKEND. NULL or ""
+     * with TCOMMS_COMM_PARAM_BACKEND set is TCOMMS_ERR_INVALID_ARG: clear the bit for the default. */
     const char *backend;
     tcomms_device_t device;      /* bound device; default cpu */
     const char *name;            /* default "world"; see tcomms_comm_create for how roots are matched */
@@ -181,7 +199,8 @@ typedef struct tcomms_comm_params {
 TCOMMS_API tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_comm_t **out);
 
 /* Destroy `comm` after its pending operations complete (each within its timeout). Local, not collective. A NULL
- * comm is a no-op. Children and the parent are independent: either may be destroyed first. The rank serving the
+ * comm is a no-op; destroying it twice, or using it afterwards, is TCOMMS_ERR_INVALID_ARG while detectable (see the
+ * top of this file). Children and the parent are independent: either may be destroyed first. The rank serving the
  * built-in store (rank 0 of a root) stops it with the last communicator of that root, after waiting (up to the
  * root's timeout) for the other ranks to close their connections, so their later splits of that root's family
  * still work; a user store (store_ops) has no such wait: end with a barrier there. */
@@ -321,8 +340,10 @@ TCOMMS_API tcomms_status_t tcomms_work_synchronize(tcomms_work_t *work, uint32_t
 /* TCOMMS_SUCCESS when complete, TCOMMS_IN_PROGRESS while running, or the operation's error. Never blocks. */
 TCOMMS_API tcomms_status_t tcomms_work_test(tcomms_work_t *work);
 /* Release the handle. An operation still running completes in the background; its buffers stay in use until then.
- * NULL is a no-op. */
-TCOMMS_API void tcomms_work_free(tcomms_work_t *work);
+ * Except an integer AVG reduction on a CPU backend, whose result the core writes at completion (see TCOMMS_AVG):
+ * freeing its handle first waits for it, up to its timeout. NULL is a no-op; a second free, or any call on a freed
+ * handle, is TCOMMS_ERR_INVALID_ARG while detectable (see the top of this file). */
+TCOMMS_API tcomms_status_t tcomms_work_free(tcomms_work_t *work);
 
 /* ---- groups ---------------------------------------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* tcomms-info: what this installation can do: version, where modules are searched, which load, which decline and
  * why, the device types each serves and the hints each honours. Exit status 0 when at least one backend loads. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <tcomms/tcomms.h>
@@ -53,7 +54,9 @@ int main(int argc, char **argv)
     size_t n;
     tc_backend_list(&mods, &n);
     printf("tcomms %s\n", tcomms_version());
-    printf("module search path: %s\n", tc_backend_search_path());
+    char *search = tc_backend_search_path();
+    printf("module search path: %s\n", search ? search : "(out of memory)");
+    free(search);
     printf("backends (%zu found):\n", n);
     int available = 0;
     for (size_t i = 0; i < n; i++) {
