@@ -57,11 +57,12 @@ tcomms_status_t tc_env_int(const char *name, long min, long max, long dflt, long
 }
 
 /* The store's defaults. A job's own clients authenticate within milliseconds of connecting; half the descriptor
- * limit leaves the rest of rank 0 (backends, the program) room however many strangers knock; tcomms itself stores
- * at most a few MiB (a table of every rank's UCX worker address is the largest), so 256 MiB is ample headroom. */
+ * limit leaves the rest of rank 0 (backends, the program) room however many strangers knock. tcomms itself stores
+ * a few MiB (the largest is every rank's UCX worker address, gathered and then published as one table: about 2 MiB
+ * at 4096 ranks of 215-byte addresses); 128 MiB holds eight values of the largest size allowed (TC_STORE_MAX_VALUE). */
 #define STORE_HANDSHAKE_MS 3000
 #define STORE_MAX_PENDING 256
-#define STORE_MAX_BYTES (256L << 20)
+#define STORE_MAX_BYTES (8L * TC_STORE_MAX_VALUE)
 
 tcomms_status_t tc_env_store_limits(tc_store_limits_t *out)
 {
