@@ -38,7 +38,7 @@ char **run_build_env(const run_opts_t *o, int port, char *rank_var, char *local_
 
 /* spawn.c: start one rank of PROGRAM in its own process group, killed (SIGKILL) if tcomms-run dies. */
 typedef struct run_spawn {
-    char *const *argv; /* searched in PATH like execvp */
+    char *const *argv; /* argv[0] searched in PATH like execvp, as posix_spawnp does */
     char *const *env;
     int out_fd, err_fd;  /* become its stdout and stderr */
     int null_stdin;      /* stdin from /dev/null instead of tcomms-run's */

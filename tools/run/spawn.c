@@ -7,12 +7,15 @@
 #include "config.h"
 #endif
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1 /* execvpe, pipe2 */
+#define _GNU_SOURCE 1 /* pipe2, strchrnul */
 #endif
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,7 +37,37 @@ static void reset_signals(const run_spawn_t *sp, const sigset_t *mask)
     sigprocmask(SIG_SETMASK, mask, NULL);
 }
 
-/* In the child, between fork and exec: only async-signal-safe calls. Never returns. */
+/* execvp's search of PATH, without its fallback of running a file that has no "#!" line through /bin/sh (which
+ * posix_spawnp, used before, does not have): such a file fails with ENOEXEC, exit status 126. Returns errno. */
+static int exec_searching(char *const argv[], char *const env[])
+{
+    const char *file = argv[0], *path = getenv("PATH");
+    if (strchr(file, '/') != NULL) {
+        execve(file, argv, env);
+        return errno;
+    }
+    int denied = 0;
+    for (const char *p = path != NULL ? path : "/bin:/usr/bin";;) {
+        const char *end = strchrnul(p, ':');
+        size_t dlen = end > p ? (size_t)(end - p) : 1; /* an empty entry is the current directory */
+        char full[PATH_MAX];
+        if (dlen + 1 + strlen(file) < sizeof full) {
+            memcpy(full, end > p ? p : ".", dlen);
+            full[dlen] = '/';
+            strcpy(full + dlen + 1, file);
+            execve(full, argv, env);
+            if (errno == EACCES)
+                denied = 1;
+            else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV && errno != ETIMEDOUT)
+                return errno;
+        }
+        if (*end == '\0')
+            return denied ? EACCES : ENOENT;
+        p = end + 1;
+    }
+}
+
+/* In the child, between fork and exec (tcomms-run has one thread, so no lock can be held here). Never returns. */
 static void become_rank(const run_spawn_t *sp, pid_t launcher, const sigset_t *mask, int report)
 {
     /* SIGKILL: with the launcher gone nobody would escalate a SIGTERM the rank ignores. The check after it closes
@@ -50,8 +83,7 @@ static void become_rank(const run_spawn_t *sp, pid_t launcher, const sigset_t *m
         dup2(sp->out_fd, 1);
         dup2(sp->err_fd, 2);
         reset_signals(sp, mask);
-        execvpe(sp->argv[0], sp->argv, sp->env);
-        e = errno;
+        e = exec_searching(sp->argv, sp->env);
     }
     while (write(report, &e, sizeof e) < 0 && errno == EINTR) {
     }
