@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check_run.h"
@@ -412,6 +413,32 @@ START_TEST(test_missing_program)
 }
 END_TEST
 
+/* A file that exists but is no program (no "#!" line; not executable) is 126, as with posix_spawnp: never run
+ * through /bin/sh behind the user's back. */
+START_TEST(test_not_executable)
+{
+    char *dir = make_dir(), path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/script", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("echo ran through sh\n", f);
+    fclose(f);
+    const char *says[] = {"Exec format error", "Permission denied"};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(chmod(path, k == 0 ? 0755 : 0644), 0);
+        const char *args[] = {"-n", "2", path, NULL};
+        launch_t l = {0};
+        run_launcher(args, &l);
+        ck_assert_int_eq(exit_status(&l), 126);
+        ck_assert_msg(strstr(l.err, says[k]), "stderr: %s", l.err);
+        ck_assert_str_eq(l.out, "");
+        launch_free(&l);
+    }
+    assert_nothing_left(NULL, 0);
+    remove_dir(dir);
+}
+END_TEST
+
 /* ---- command line --------------------------------------------------------------------------------------------- */
 
 static const struct {
@@ -486,6 +513,7 @@ int main(void)
     tcase_add_test(tc, test_launcher_killed);
     tcase_add_test(tc, test_timeout);
     tcase_add_test(tc, test_missing_program);
+    tcase_add_test(tc, test_not_executable);
     tcase_add_loop_test(tc, test_bad_flags, 0, (int)(sizeof bad_flags / sizeof bad_flags[0]));
     tcase_add_test(tc, test_help_and_version);
     suite_add_tcase(s, tc);
