@@ -1,13 +1,17 @@
 /* The environment as tcomms reads it: rank/size/local rank from whichever launcher started us (tcomms-run,
- * torchrun, Open MPI, Slurm), the master address and port, and typed parsing that names what is malformed. */
+ * torchrun, Open MPI, Slurm), the master address and port, the store server's limits, and typed parsing that names
+ * what is malformed. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "env.h"
 #include "error.h"
+#include "store.h"
 
 tcomms_status_t tc_parse_int(const char *text, long min, long max, const char *what, long *out)
 {
@@ -49,6 +53,37 @@ tcomms_status_t tc_env_int(const char *name, long min, long max, long dflt, long
     if (tc_parse_int(text, min, max, name, out) != TCOMMS_SUCCESS)
         return tc_error(TCOMMS_ERR_BAD_ENV, "environment variable %s='%s' is malformed: expected an integer in "
                         "[%ld, %ld]", name, text, min, max);
+    return TCOMMS_SUCCESS;
+}
+
+/* The store's defaults. A job's own clients authenticate within milliseconds of connecting; half the descriptor
+ * limit leaves the rest of rank 0 (backends, the program) room however many strangers knock. tcomms itself stores
+ * a few MiB (the largest is every rank's UCX worker address, gathered and then published as one table: about 2 MiB
+ * at 4096 ranks of 215-byte addresses); 128 MiB holds eight values of the largest size allowed (TC_STORE_MAX_VALUE). */
+#define STORE_HANDSHAKE_MS 3000
+#define STORE_MAX_PENDING 256
+#define STORE_MAX_BYTES (8L * TC_STORE_MAX_VALUE)
+
+tcomms_status_t tc_env_store_limits(tc_store_limits_t *out)
+{
+    struct rlimit rl;
+    long nofile = 1L << 20;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)nofile)
+        nofile = (long)rl.rlim_cur;
+    long conns_default = nofile / 2 > 16 ? nofile / 2 : 16;
+    long handshake, pending, conns, bytes;
+    tcomms_status_t st = tc_env_int("TCOMMS_STORE_HANDSHAKE_MS", 1, 3600000, STORE_HANDSHAKE_MS, &handshake);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_env_int("TCOMMS_STORE_MAX_CONNS", 1, 1L << 24, conns_default, &conns);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_env_int("TCOMMS_STORE_MAX_PENDING", 1, 1L << 24, conns < STORE_MAX_PENDING ? conns : STORE_MAX_PENDING,
+                        &pending);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_env_int("TCOMMS_STORE_MAX_BYTES", 1, LONG_MAX, STORE_MAX_BYTES, &bytes);
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    *out = (tc_store_limits_t){.handshake_ms = (uint32_t)handshake, .max_pending = (uint32_t)pending,
+                               .max_conns = (uint32_t)conns, .max_bytes = (uint64_t)bytes};
     return TCOMMS_SUCCESS;
 }
 

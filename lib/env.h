@@ -17,6 +17,11 @@ typedef struct tc_bootstrap {
  * TCOMMS_MASTER_ADDR/PORT, else MASTER_ADDR/PORT. A malformed or missing value is TCOMMS_ERR_BAD_ENV naming it. */
 tcomms_status_t tc_env_bootstrap(tc_bootstrap_t *bs);
 
+/* The store server's limits (store.h): TCOMMS_STORE_HANDSHAKE_MS, TCOMMS_STORE_MAX_PENDING, TCOMMS_STORE_MAX_CONNS
+ * and TCOMMS_STORE_MAX_BYTES, each defaulted when unset; BAD_ENV naming the first malformed one. */
+struct tc_store_limits;
+tcomms_status_t tc_env_store_limits(struct tc_store_limits *out);
+
 /* Parse an integer variable in [min, max]; *out = dflt when unset. BAD_ENV naming it when malformed. */
 tcomms_status_t tc_env_int(const char *name, long min, long max, long dflt, long *out);
 /* Parse a decimal integer in [min, max] from text; INVALID_ARG (naming `what`) when malformed. */

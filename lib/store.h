@@ -13,14 +13,27 @@
 
 typedef struct tc_store_server tc_store_server_t;
 
+/* What a server grants its clients, so that strangers reaching its port cannot stall or exhaust the job. A
+ * connection is admitted by its first request: a HELLO with the right token when the server has one, any
+ * well-formed request otherwise (tcomms' own clients always start with HELLO). Read from the environment
+ * (TCOMMS_STORE_HANDSHAKE_MS, _MAX_PENDING, _MAX_CONNS, _MAX_BYTES) by tc_env_store_limits in env.c. */
+typedef struct tc_store_limits {
+    uint32_t handshake_ms; /* a connection not admitted within this is closed */
+    uint32_t max_pending;  /* connections not admitted yet; a newcomer beyond closes the oldest of them */
+    uint32_t max_conns;    /* connections in all; beyond, the oldest not admitted goes, else the newcomer */
+    uint64_t max_bytes;    /* keys and values held, plus request bodies being received; a SET beyond is refused */
+} tc_store_limits_t;
+
 /* Serve on bind_addr:port (bind_addr NULL or "" = all interfaces, IPv6 and IPv4; port 0 = any free port) from a
- * new thread. `token` (NULL or "" = none) is the shared secret a client must present before any request. */
+ * new thread, with the limits the environment sets (a malformed one: TCOMMS_ERR_BAD_ENV naming it). `token` (NULL
+ * or "" = none) is the shared secret a client must present before any request. */
 tcomms_status_t tc_store_server_start(const char *bind_addr, int port, const char *token, tc_store_server_t **out);
 int tc_store_server_port(const tc_store_server_t *server);
 /* Stop the thread, close every connection, free all keys. NULL is a no-op. */
 void tc_store_server_stop(tc_store_server_t *server);
-/* Keep serving until every client has disconnected or linger_ms passed (0: not at all), then stop. The rank that
- * serves a root's store lingers so that ranks still using it (splits after rank 0 finished) are not cut off. */
+/* Keep serving until every admitted client has disconnected or linger_ms passed (0: not at all), then stop.
+ * Connections never admitted (strangers, a peer that never said HELLO) are not waited for. The rank that serves a
+ * root's store lingers so that ranks still using it (splits after rank 0 finished) are not cut off. */
 void tc_store_server_linger(tc_store_server_t *server, uint32_t linger_ms);
 
 /* Connect to a server, retrying with backoff (10 ms doubling to 1 s) until timeout_ms passes; present `token`. */

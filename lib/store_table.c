@@ -27,6 +27,7 @@ static tc_store_entry_t **slot_of(tc_store_table_t *t, const uint8_t *key, uint3
 int tc_store_table_init(tc_store_table_t *t)
 {
     t->count = 0;
+    t->bytes = 0;
     t->nbuckets = FIRST_BUCKETS;
     t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
     return t->buckets != NULL ? 0 : -1;
@@ -78,7 +79,9 @@ int tc_store_table_set(tc_store_table_t *t, const uint8_t *key, uint32_t klen, c
         }
         *slot = e;
         t->count++;
+        t->bytes += TC_STORE_ENTRY_OVERHEAD + klen;
     }
+    t->bytes = t->bytes - (*slot)->vlen + vlen;
     free((*slot)->value);
     (*slot)->value = copy;
     (*slot)->vlen = vlen;
@@ -89,6 +92,7 @@ static void unlink_entry(tc_store_table_t *t, tc_store_entry_t **slot)
 {
     tc_store_entry_t *e = *slot;
     *slot = e->next;
+    t->bytes -= TC_STORE_ENTRY_OVERHEAD + e->klen + e->vlen;
     free(e->value);
     free(e);
     t->count--;

@@ -14,10 +14,14 @@ typedef struct tc_store_entry {
     uint8_t key[];
 } tc_store_entry_t;
 
+/* What one entry costs the server besides its key and value bytes, as the store's byte budget counts it. */
+#define TC_STORE_ENTRY_OVERHEAD sizeof(tc_store_entry_t)
+
 typedef struct tc_store_table {
     tc_store_entry_t **buckets;
     size_t nbuckets; /* a power of two */
     size_t count;
+    uint64_t bytes; /* keys, values and TC_STORE_ENTRY_OVERHEAD per entry */
 } tc_store_table_t;
 
 /* 0, or -1 when out of memory. */

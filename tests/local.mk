@@ -25,7 +25,7 @@ AM_TESTS_ENVIRONMENT = \
 
 if HAVE_CHECK
 unit_tests = tests/test_dtype tests/test_hints tests/test_env tests/test_error tests/test_store tests/test_store_coll \
-	tests/test_loader
+	tests/test_store_guard tests/test_loader
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -53,6 +53,10 @@ tests_test_store_coll_SOURCES = tests/test_store_coll.c
 tests_test_store_coll_CFLAGS = $(unit_cflags)
 tests_test_store_coll_CPPFLAGS = $(unit_cppflags)
 tests_test_store_coll_LDADD = $(unit_ldadd)
+tests_test_store_guard_SOURCES = tests/test_store_guard.c
+tests_test_store_guard_CFLAGS = $(unit_cflags)
+tests_test_store_guard_CPPFLAGS = $(unit_cppflags)
+tests_test_store_guard_LDADD = $(unit_ldadd)
 tests_test_loader_SOURCES = tests/test_loader.c
 tests_test_loader_CFLAGS = $(unit_cflags)
 tests_test_loader_CPPFLAGS = $(unit_cppflags)

@@ -1,7 +1,8 @@
 # Multi-rank suites: every collective on every CPU backend named by TCOMMS_TEST_BACKENDS (test_coll), splits and
 # leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
-# $TCOMMS_RUN), a reset store connection at creation (test_store_reset), ranks disagreeing about a call's counts
-# or dtypes (test_mismatch), the TCOMMS_CHECK_CALLS check (test_call_check), sends that must complete while their
+# $TCOMMS_RUN), a reset store connection at creation (test_store_reset), strangers flooding the store's port
+# (test_store_flood), UCX's settings under restricted transports (test_ucx_config), ranks disagreeing about a
+# call (test_mismatch), the TCOMMS_CHECK_CALLS check (test_call_check), sends that must complete while their
 # receiver is away from tcomms (test_away), released handles used again (test_handles), exact integer AVG
 # (test_avg). They share the fork harness and reference in tests/libmrank.la, and use only the public API except
 # where noted.
@@ -18,7 +19,8 @@ tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
 tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
-	tests/test_mismatch tests/test_call_check tests/test_away tests/test_handles tests/test_avg
+	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
+	tests/test_handles tests/test_avg
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -48,6 +50,16 @@ tests_test_store_reset_SOURCES = tests/test_store_reset.c
 tests_test_store_reset_CPPFLAGS = $(mrank_cppflags)
 tests_test_store_reset_CFLAGS = $(mrank_cflags)
 tests_test_store_reset_LDADD = $(mrank_ldadd)
+
+tests_test_store_flood_SOURCES = tests/test_store_flood.c
+tests_test_store_flood_CPPFLAGS = $(mrank_cppflags)
+tests_test_store_flood_CFLAGS = $(mrank_cflags)
+tests_test_store_flood_LDADD = $(mrank_ldadd)
+
+tests_test_ucx_config_SOURCES = tests/test_ucx_config.c
+tests_test_ucx_config_CPPFLAGS = $(mrank_cppflags)
+tests_test_ucx_config_CFLAGS = $(mrank_cflags)
+tests_test_ucx_config_LDADD = $(mrank_ldadd)
 
 tests_test_mismatch_SOURCES = tests/test_mismatch.c
 tests_test_mismatch_CPPFLAGS = $(mrank_cppflags)

@@ -1,10 +1,11 @@
 # Tests of the launcher: test_run starts the built tools/run/tcomms-run ($TCOMMS_RUN) on tests/run_child
-# ($RUN_CHILD), a helper whose options make a rank print its environment, fail, or trap signals.
+# ($RUN_CHILD), a helper whose options make a rank print its environment, fail, or trap signals; tests/run_harness.c
+# runs the launcher and checks that nothing is left.
 if HAVE_CHECK
 check_PROGRAMS += tests/test_run tests/run_child
 TESTS += tests/test_run
 
-tests_test_run_SOURCES = tests/test_run.c
+tests_test_run_SOURCES = tests/test_run.c tests/run_harness.c tests/run_harness.h
 tests_test_run_CPPFLAGS = $(AM_CPPFLAGS)
 tests_test_run_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_run_LDADD = $(CHECK_LIBS)

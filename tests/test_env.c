@@ -1,17 +1,20 @@
-/* Tests lib/env.c: launcher conventions in precedence order, and errors that name the malformed variable. Check
- * runs each test in its own process, so environment changes do not leak between tests. */
+/* Tests lib/env.c: launcher conventions in precedence order, the store's limits, and errors that name the malformed
+ * variable. Check runs each test in its own process, so environment changes do not leak between tests. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "env.h"
+#include "store.h"
 #include "check_run.h"
 
 static const char *const all_vars[] = {
     "TCOMMS_RANK", "TCOMMS_SIZE", "TCOMMS_LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-    "TCOMMS_MASTER_ADDR", "TCOMMS_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", NULL};
+    "TCOMMS_MASTER_ADDR", "TCOMMS_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", "TCOMMS_STORE_HANDSHAKE_MS",
+    "TCOMMS_STORE_MAX_PENDING", "TCOMMS_STORE_MAX_CONNS", "TCOMMS_STORE_MAX_BYTES", NULL};
 
 static void clean_env(void)
 {
@@ -125,6 +128,41 @@ START_TEST(test_parsers)
 }
 END_TEST
 
+/* The store's limits: defaults that follow the descriptor limit, values from the environment, a malformed one named. */
+START_TEST(test_store_limits)
+{
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = 300;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    tc_store_limits_t l;
+    ck_assert_int_eq(tc_env_store_limits(&l), TCOMMS_SUCCESS);
+    ck_assert_uint_eq(l.handshake_ms, 3000);
+    ck_assert_uint_eq(l.max_conns, 150);  /* half of the 300 descriptors */
+    ck_assert_uint_eq(l.max_pending, 150); /* 256, but no more than max_conns */
+    ck_assert_uint_eq(l.max_bytes, 128u << 20);
+    setenv("TCOMMS_STORE_HANDSHAKE_MS", "250", 1);
+    setenv("TCOMMS_STORE_MAX_PENDING", "7", 1);
+    setenv("TCOMMS_STORE_MAX_CONNS", "9", 1);
+    setenv("TCOMMS_STORE_MAX_BYTES", "5000000000", 1);
+    ck_assert_int_eq(tc_env_store_limits(&l), TCOMMS_SUCCESS);
+    ck_assert_uint_eq(l.handshake_ms, 250);
+    ck_assert_uint_eq(l.max_pending, 7);
+    ck_assert_uint_eq(l.max_conns, 9);
+    ck_assert_uint_eq(l.max_bytes, 5000000000u);
+    const char *bad[][2] = {{"TCOMMS_STORE_HANDSHAKE_MS", "3s"}, {"TCOMMS_STORE_MAX_PENDING", "0"},
+                            {"TCOMMS_STORE_MAX_CONNS", "-1"}, {"TCOMMS_STORE_MAX_BYTES", "1G"}};
+    for (int i = 0; i < 4; i++) {
+        char old[64];
+        snprintf(old, sizeof(old), "%s", getenv(bad[i][0]));
+        setenv(bad[i][0], bad[i][1], 1);
+        ck_assert_int_eq(tc_env_store_limits(&l), TCOMMS_ERR_BAD_ENV);
+        ck_assert_ptr_nonnull(strstr(tcomms_last_error(), bad[i][0]));
+        setenv(bad[i][0], old, 1);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("env");
@@ -135,6 +173,7 @@ int main(void)
     tcase_add_test(tc, test_master);
     tcase_add_test(tc, test_malformed);
     tcase_add_test(tc, test_parsers);
+    tcase_add_test(tc, test_store_limits);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -1,280 +1,17 @@
-/* Tests of tools/run/tcomms-run: the built launcher ($TCOMMS_RUN) starts tests/run_child ($RUN_CHILD), and each
- * test checks from outside what reached the ranks, what came out, the exit status, and that no process is left.
- * The test process makes itself a child subreaper, so any descendant the launcher leaves behind becomes ours. */
+/* Tests of tools/run/tcomms-run (through tests/run_harness.c): the environment the ranks get, output relay, CPU
+ * binding, and that failures, signals, timeouts and the launcher's own death take every rank down. */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
 #include "check_run.h"
-
-#define LAUNCH_LIMIT_MS 20000 /* the longest a launch may take before the test kills it and fails */
-#define GONE_LIMIT_MS 3000    /* SIGKILLed processes must be gone this soon after the launcher returns */
-
-static char launcher[PATH_MAX], child[PATH_MAX];
-
-typedef struct launch {
-    const char *pid_dir; /* where run_child records pids (NULL: none) */
-    int nranks;          /* with `signal`: how many pid.R files to wait for */
-    int signal;          /* sent to the launcher once every rank has recorded its pid; 0: none */
-    const char *backend; /* TCOMMS_BACKEND in the launcher's environment (NULL: unset) */
-    int close_stdout;    /* stop reading the launcher's stdout once something came, as `| head -1` would */
-    const char *input;   /* the launcher's stdin comes from a pipe holding this (NULL: inherited) */
-    int status;          /* wait status of tcomms-run */
-    char *out, *err;
-    size_t out_len, err_len;
-} launch_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* $NAME, else a path next to this test binary (tests/ and tools/run/ in the build tree). */
-static void locate(char *out, const char *name, const char *relative)
-{
-    const char *v = getenv(name);
-    if (v && *v) {
-        snprintf(out, PATH_MAX, "%s", v);
-        return;
-    }
-    char self[PATH_MAX - 64]; /* room for the relative part */
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = '\0';
-    snprintf(out, PATH_MAX, "%s/%s", self, relative);
-}
-
-static void setup(void)
-{
-    locate(launcher, "TCOMMS_RUN", "../tools/run/tcomms-run");
-    locate(child, "RUN_CHILD", "run_child");
-    ck_assert_msg(access(launcher, X_OK) == 0, "tcomms-run not found at %s (set TCOMMS_RUN)", launcher);
-    ck_assert_msg(access(child, X_OK) == 0, "run_child not found at %s (set RUN_CHILD)", child);
-    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-}
-
-static pid_t read_pid(const char *dir, const char *prefix, int rank)
-{
-    char path[PATH_MAX];
-    long pid = 0;
-    snprintf(path, sizeof path, "%s/%s.%d", dir, prefix, rank);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    if (fscanf(f, "%ld", &pid) != 1) pid = 0;
-    fclose(f);
-    return (pid_t)pid;
-}
-
-/* Gone: no such process, or a zombie (dead; its reaper's business). Reaps it when it became our child. */
-static int gone(pid_t pid)
-{
-    char path[64], stat[256] = "";
-    waitpid(pid, NULL, WNOHANG);
-    if (kill(pid, 0) != 0 && errno == ESRCH) return 1;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 1;
-    size_t n = fread(stat, 1, sizeof stat - 1, f);
-    fclose(f);
-    stat[n] = '\0';
-    const char *paren = strrchr(stat, ')');
-    return paren && (paren[2] == 'Z' || paren[2] == 'X');
-}
-
-static int wait_gone(pid_t pid)
-{
-    for (int64_t end = now_ms() + GONE_LIMIT_MS; now_ms() < end; sleep_ms(10))
-        if (gone(pid)) return 1;
-    return gone(pid);
-}
-
-/* Kill whatever a run recorded in dir (after a failed check, so nothing outlives the test). */
-static void kill_recorded(const char *dir, int nranks)
-{
-    for (int r = 0; dir && r < nranks; r++) {
-        pid_t p = read_pid(dir, "pid", r), g = read_pid(dir, "gpid", r);
-        if (p > 0) {
-            kill(-p, SIGKILL);
-            kill(p, SIGKILL);
-        }
-        if (g > 0) kill(g, SIGKILL);
-    }
-    for (int64_t end = now_ms() + 1000; waitpid(-1, NULL, WNOHANG) >= 0 && now_ms() < end;) /* orphans are ours */
-        sleep_ms(10);
-}
-
-/* Every pid run_child recorded is gone, and no other descendant of this test remains. */
-static void assert_nothing_left(const char *dir, int nranks)
-{
-    for (int r = 0; r < nranks; r++) {
-        const char *kinds[] = {"pid", "gpid"};
-        for (int k = 0; k < 2; k++) {
-            pid_t p = read_pid(dir, kinds[k], r);
-            if (p > 0 && !wait_gone(p)) {
-                kill_recorded(dir, nranks);
-                ck_abort_msg("%s of rank %d (%d) outlived tcomms-run", kinds[k], r, (int)p);
-            }
-        }
-    }
-    int64_t end = now_ms() + GONE_LIMIT_MS;
-    pid_t w;
-    while ((w = waitpid(-1, NULL, WNOHANG)) >= 0 && now_ms() < end)
-        if (w == 0) sleep_ms(10);
-    ck_assert_msg(w < 0 && errno == ECHILD, "a descendant of tcomms-run is still alive");
-}
-
-static int pids_recorded(const launch_t *l)
-{
-    for (int r = 0; r < l->nranks; r++)
-        if (read_pid(l->pid_dir, "pid", r) <= 0) return 0;
-    return 1;
-}
-
-static void append(char **buf, size_t *len, const char *data, size_t n)
-{
-    *buf = realloc(*buf, *len + n + 1);
-    ck_assert_ptr_nonnull(*buf);
-    memcpy(*buf + *len, data, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-}
-
-/* Run tcomms-run with `args` (NULL-terminated), collecting its output and wait status into *l. The launcher's
- * environment carries stale TCOMMS_* values that it must override. */
-static void run_launcher(const char *const *args, launch_t *l)
-{
-    const char *argv[64] = {launcher};
-    int n = 1, out[2], err[2];
-    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    l->out = l->err = NULL;
-    l->out_len = l->err_len = 0;
-    append(&l->out, &l->out_len, "", 0);
-    append(&l->err, &l->err_len, "", 0);
-    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
-    ck_assert_int_eq(pipe2(err, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        /* a background `make check` may ignore SIGINT; the launcher would then rightly keep ignoring it */
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        int in[2];
-        if (l->input && pipe(in) == 0) {
-            if (write(in[1], l->input, strlen(l->input)) < 0) _exit(125);
-            close(in[1]);
-            dup2(in[0], 0);
-        }
-        setenv("TCOMMS_RANK", "99", 1);
-        setenv("TCOMMS_SIZE", "99", 1);
-        setenv("TCOMMS_LOCAL_RANK", "99", 1);
-        setenv("TCOMMS_MASTER_ADDR", "10.0.0.1", 1);
-        setenv("TCOMMS_MASTER_PORT", "1", 1);
-        if (l->backend) setenv("TCOMMS_BACKEND", l->backend, 1);
-        else unsetenv("TCOMMS_BACKEND");
-        execv(launcher, (char *const *)argv);
-        _exit(126);
-    }
-    close(out[1]);
-    close(err[1]);
-    struct pollfd pfd[2] = {{.fd = out[0], .events = POLLIN}, {.fd = err[0], .events = POLLIN}};
-    int open_fds = 2, signalled = 0, exited = 0;
-    int64_t end = now_ms() + LAUNCH_LIMIT_MS;
-    while ((open_fds > 0 || !exited) && now_ms() < end) {
-        if (l->signal && !signalled && pids_recorded(l)) {
-            kill(pid, l->signal);
-            signalled = 1;
-        }
-        if (!exited && waitpid(pid, &l->status, WNOHANG) == pid) exited = 1;
-        if (open_fds == 0 || poll(pfd, 2, 20) <= 0) {
-            if (open_fds == 0) sleep_ms(10);
-            continue;
-        }
-        for (int i = 0; i < 2; i++) {
-            char buf[65536];
-            if (pfd[i].fd < 0 || !pfd[i].revents) continue;
-            ssize_t got = read(pfd[i].fd, buf, sizeof buf);
-            if (got > 0) append(i ? &l->err : &l->out, i ? &l->err_len : &l->out_len, buf, (size_t)got);
-            if ((got > 0 && i == 0 && l->close_stdout) || (got <= 0 && (got == 0 || errno != EINTR))) {
-                close(pfd[i].fd);
-                pfd[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        if (pfd[i].fd >= 0) close(pfd[i].fd);
-    if (!exited) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        kill_recorded(l->pid_dir, l->nranks);
-        ck_abort_msg("tcomms-run did not finish within %d ms; stderr: %s", LAUNCH_LIMIT_MS, l->err);
-    }
-}
-
-static void launch_free(launch_t *l)
-{
-    free(l->out);
-    free(l->err);
-}
-
-static char *make_dir(void)
-{
-    char *dir = strdup("/tmp/tcomms-run-test.XXXXXX");
-    ck_assert_ptr_nonnull(dir);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    return dir;
-}
-
-static void remove_dir(char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[PATH_MAX];
-    while (d && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
-    free(dir);
-}
-
-static int exit_status(const launch_t *l)
-{
-    return WIFEXITED(l->status) ? WEXITSTATUS(l->status) : 1000 + WTERMSIG(l->status);
-}
-
-static int count_lines(const char *text)
-{
-    int n = 0;
-    for (; *text; text++) n += *text == '\n';
-    return n;
-}
+#include "run_harness.h"
 
 /* ---- environment and output ----------------------------------------------------------------------------------- */
 
@@ -352,6 +89,49 @@ START_TEST(test_program_args_untouched)
     ck_assert_int_eq(exit_status(&l), 0);
     ck_assert_str_eq(l.out, "[0] arg=a b\n[0] arg=-n\n[0] arg=--help\n");
     launch_free(&l);
+}
+END_TEST
+
+/* The store's token and bind address of rank r ("[r] token=T bind=B"); 0 when the line is missing. */
+static int rank_store(const char *out, int r, char *token, size_t token_len, char *bind, size_t bind_len)
+{
+    char head[32];
+    snprintf(head, sizeof head, "[%d] token=", r);
+    const char *p = strstr(out, head), *sp, *nl;
+    if (!p || !(sp = strstr(p, " bind=")) || !(nl = strchr(sp, '\n'))) return 0;
+    p += strlen(head);
+    snprintf(token, token_len, "%.*s", (int)(sp - p), p);
+    snprintf(bind, bind_len, "%.*s", (int)(nl - sp - 6), sp + 6);
+    return 1;
+}
+
+/* Every rank of a job gets the same fresh token, 32 random bytes in hex, different from the next job's, and the
+ * store bound to 127.0.0.1 (a stale TCOMMS_STORE_BIND_ADDR is replaced); a token the caller set is kept. */
+START_TEST(test_store_token_and_bind)
+{
+    const char *args[] = {"-n", "3", child, "--print-store", NULL};
+    char first[128] = "", token[128], bind[64];
+    for (int job = 0; job < 3; job++) {
+        launch_t l = {.token = job == 2 ? "caller-secret" : NULL};
+        run_launcher(args, &l);
+        ck_assert_int_eq(exit_status(&l), 0);
+        char job_token[128] = "";
+        for (int r = 0; r < 3; r++) {
+            ck_assert_msg(rank_store(l.out, r, token, sizeof token, bind, sizeof bind), "stdout: %s", l.out);
+            ck_assert_str_eq(bind, "127.0.0.1");
+            if (r == 0) snprintf(job_token, sizeof job_token, "%s", token);
+            ck_assert_str_eq(token, job_token);
+        }
+        if (job == 2) {
+            ck_assert_str_eq(job_token, "caller-secret");
+        } else {
+            ck_assert_msg(strlen(job_token) == 64 && strspn(job_token, "0123456789abcdef") == 64,
+                          "token '%s' is not 64 hex digits", job_token);
+            ck_assert_msg(strcmp(job_token, first) != 0, "two jobs got the same token %s", job_token);
+            snprintf(first, sizeof first, "%s", job_token);
+        }
+        launch_free(&l);
+    }
 }
 END_TEST
 
@@ -580,6 +360,29 @@ START_TEST(test_signal_forwarded)
 }
 END_TEST
 
+/* SIGKILL to the launcher, which can forward nothing: its ranks die with it (parent-death signal), within 1 s. */
+START_TEST(test_launcher_killed)
+{
+    char *dir = make_dir();
+    const char *args[] = {"-n", "3", child, "--pid-dir", dir, "--sleep", "60", NULL};
+    launch_t l = {.pid_dir = dir, .nranks = 3, .signal = SIGKILL};
+    run_launcher(args, &l);
+    int64_t end = now_ms() + 1000;
+    ck_assert_int_eq(exit_status(&l), 1000 + SIGKILL);
+    for (int r = 0; r < 3; r++) {
+        pid_t p = read_pid(dir, "pid", r);
+        while (p > 0 && !gone(p) && now_ms() < end) sleep_ms(10);
+        if (p > 0 && !gone(p)) {
+            kill_recorded(dir, 3);
+            ck_abort_msg("rank %d (pid %d) still runs 1 s after tcomms-run was killed", r, (int)p);
+        }
+    }
+    assert_nothing_left(dir, 3);
+    launch_free(&l);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_timeout)
 {
     char *dir = make_dir();
@@ -607,6 +410,32 @@ START_TEST(test_missing_program)
         launch_free(&l);
     }
     assert_nothing_left(NULL, 0); /* no recorded pids: only "no descendant" */
+}
+END_TEST
+
+/* A file that exists but is no program (no "#!" line; not executable) is 126, as with posix_spawnp: never run
+ * through /bin/sh behind the user's back. */
+START_TEST(test_not_executable)
+{
+    char *dir = make_dir(), path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/script", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("echo ran through sh\n", f);
+    fclose(f);
+    const char *says[] = {"Exec format error", "Permission denied"};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(chmod(path, k == 0 ? 0755 : 0644), 0);
+        const char *args[] = {"-n", "2", path, NULL};
+        launch_t l = {0};
+        run_launcher(args, &l);
+        ck_assert_int_eq(exit_status(&l), 126);
+        ck_assert_msg(strstr(l.err, says[k]), "stderr: %s", l.err);
+        ck_assert_str_eq(l.out, "");
+        launch_free(&l);
+    }
+    assert_nothing_left(NULL, 0);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -665,12 +494,13 @@ int main(void)
 {
     Suite *s = suite_create("tcomms-run");
     TCase *tc = tcase_create("launcher");
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_checked_fixture(tc, harness_setup, NULL);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_all_ranks_succeed);
     tcase_add_test(tc, test_port_backend_untagged);
     tcase_add_test(tc, test_cpu_bind);
     tcase_add_test(tc, test_backend_inherited);
+    tcase_add_test(tc, test_store_token_and_bind);
     tcase_add_test(tc, test_program_args_untouched);
     tcase_add_test(tc, test_stdin_to_rank0);
     tcase_add_test(tc, test_long_and_partial_lines);
@@ -680,8 +510,10 @@ int main(void)
     tcase_add_loop_test(tc, test_leftover_descendants, 0, 3);
     tcase_add_test(tc, test_stdout_reader_gone);
     tcase_add_loop_test(tc, test_signal_forwarded, 0, (int)(sizeof forwarded / sizeof forwarded[0]));
+    tcase_add_test(tc, test_launcher_killed);
     tcase_add_test(tc, test_timeout);
     tcase_add_test(tc, test_missing_program);
+    tcase_add_test(tc, test_not_executable);
     tcase_add_loop_test(tc, test_bad_flags, 0, (int)(sizeof bad_flags / sizeof bad_flags[0]));
     tcase_add_test(tc, test_help_and_version);
     suite_add_tcase(s, tc);

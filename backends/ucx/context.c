@@ -110,38 +110,71 @@ static tcomms_status_t ucx_fail(tcu_ctx_t *c, const char *call, ucs_status_t st)
                           tcu_version());
 }
 
+/* Whether UCX_TLS (NULL: unset) lets UCX use a shared-memory FIFO transport, the only ones that read the
+ * MM_FIFO_* settings (posix and sysv; xpmem is built on them): unset, or a list naming one of them or an alias that
+ * covers them (all, sm, shm, mm), or a "^" exclusion list that leaves posix or sysv. UCX warns about a setting no
+ * transport in use reads ("invalid configuration: MM_FIFO_ELEM_SIZE=4096" under UCX_TLS=tcp,self). */
+static int tls_has_mm(const char *tls)
+{
+    static const char *const mm[] = {"posix", "sysv", "xpmem"}, *const aliases[] = {"all", "sm", "shm", "mm"};
+    if (tls == NULL)
+        return 1;
+    int negated = tls[0] == '^', named[3] = {0, 0, 0}, alias = 0;
+    for (const char *p = tls + negated; *p != '\0';) {
+        size_t n = strcspn(p, ","), len = strcspn(p, ",:"); /* "ud:aux" names ud */
+        for (int i = 0; i < 3; i++)
+            named[i] |= len == strlen(mm[i]) && strncmp(p, mm[i], len) == 0;
+        for (int i = 0; i < 4; i++)
+            alias |= len == strlen(aliases[i]) && strncmp(p, aliases[i], len) == 0;
+        p += n + (p[n] == ',');
+    }
+    if (negated)
+        return !alias && !(named[0] && named[1]);
+    return alias || named[0] || named[1] || named[2];
+}
+
 /* UCX settings tcomms picks differently from UCX's defaults, each applied only when the user set none of the
- * variables that name it (UCX_<name>, or a transport's own spelling). Measured on 2 ranks (docs/ucx.md). */
+ * variables that name it (UCX_<name>, or a transport's own spelling) and a transport that reads it can be in use.
+ * Measured on 2 ranks (docs/ucx.md). */
 static const struct {
     const char *name;  /* for ucp_config_modify: the variable without UCX_ */
     const char *value;
     const char *env[3]; /* variables that, when set, leave the choice to the user */
+    int mm_only;        /* read by the shared-memory FIFO transports alone */
 } tuned[] = {
     /* Shared-memory FIFO elements of one page, which hold a message of up to ~4000 bytes inline (am_short: one
      * copy, no bounce segment); UCX's 128 bytes send everything above ~100 B through a separate segment (128 B-2 KiB
      * all_reduce 20-30 % slower). One page, not more, so that the transport warm-up, which writes every element,
      * faults in all of the FIFO (with 8 KiB elements the first 8 KiB all_reduces took 13 us instead of 2.4).
      * 64 elements: 256 KiB of shared memory per worker. */
-    {"MM_FIFO_ELEM_SIZE", "4096", {"UCX_MM_FIFO_ELEM_SIZE", "UCX_SYSV_FIFO_ELEM_SIZE", "UCX_POSIX_FIFO_ELEM_SIZE"}},
+    {"MM_FIFO_ELEM_SIZE", "4096", {"UCX_MM_FIFO_ELEM_SIZE", "UCX_SYSV_FIFO_ELEM_SIZE", "UCX_POSIX_FIFO_ELEM_SIZE"}, 1},
     /* Eager (copied through shared memory) below 1 MiB, rendezvous (one copy by the receiver, cma) from 1 MiB:
      * UCX's own choice switches near 16 KiB, and a rendezvous costs a handshake and a process_vm_readv that
      * only pay off for large messages (ring all_reduce, 512 KiB messages: 64 us eager, 86 us rendezvous;
      * 1 MiB messages: 365 us eager, 305 us rendezvous). */
-    {"RNDV_THRESH", "1M", {"UCX_RNDV_THRESH", NULL, NULL}},
+    {"RNDV_THRESH", "1M", {"UCX_RNDV_THRESH", NULL, NULL}, 0},
 };
 
 static void tune_config(tcu_ctx_t *c, ucp_config_t *cfg)
 {
+    const char *tls = getenv("UCX_TLS");
     for (size_t i = 0; i < sizeof(tuned) / sizeof(tuned[0]); i++) {
         int user = 0;
         for (int k = 0; k < 3 && tuned[i].env[k]; k++)
             user |= getenv(tuned[i].env[k]) != NULL;
         if (user)
             continue;
+        if (tuned[i].mm_only && !tls_has_mm(tls)) {
+            c->core->log(TCOMMS_LOG_DEBUG, "ucx", "UCX_%s left to UCX: UCX_TLS='%s' leaves no shared-memory FIFO "
+                         "transport", tuned[i].name, tls);
+            continue;
+        }
         ucs_status_t st = ucp_config_modify(cfg, tuned[i].name, tuned[i].value);
         if (st != UCS_OK)
             c->core->log(TCOMMS_LOG_DEBUG, "ucx", "cannot set UCX_%s=%s: %s", tuned[i].name, tuned[i].value,
                          ucs_status_string(st));
+        else
+            c->core->log(TCOMMS_LOG_DEBUG, "ucx", "UCX_%s=%s", tuned[i].name, tuned[i].value);
     }
 }
 

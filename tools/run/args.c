@@ -14,7 +14,8 @@ static void usage(FILE *f)
 {
     fputs("Usage: tcomms-run -n N [OPTIONS] PROGRAM [ARGS...]\n"
           "Start N ranks of PROGRAM on this host with the environment tcomms reads: TCOMMS_RANK, TCOMMS_SIZE,\n"
-          "TCOMMS_LOCAL_RANK, TCOMMS_LOCAL_SIZE, TCOMMS_MASTER_ADDR=127.0.0.1 and TCOMMS_MASTER_PORT.\n"
+          "TCOMMS_LOCAL_RANK, TCOMMS_LOCAL_SIZE, TCOMMS_MASTER_ADDR=127.0.0.1 and TCOMMS_MASTER_PORT; the store\n"
+          "bound to 127.0.0.1 with a fresh random TCOMMS_STORE_TOKEN (unless TCOMMS_STORE_TOKEN is set).\n"
           "\n"
           "  -n N               number of ranks, 1 to 4096\n"
           "  --backend B        set TCOMMS_BACKEND=B in every rank (e.g. gloo, or cpu:gloo,cuda:nccl)\n"
@@ -28,7 +29,8 @@ static void usage(FILE *f)
           "  --version          show the version and exit\n"
           "\n"
           "When a rank exits non-zero or is killed, the other ranks get SIGTERM, then SIGKILL 3 s later.\n"
-          "SIGINT, SIGTERM and SIGHUP are forwarded to every rank's process group.\n"
+          "SIGINT, SIGTERM and SIGHUP are forwarded to every rank's process group; if tcomms-run is killed,\n"
+          "its ranks get SIGKILL.\n"
           "Exit status: 0 when every rank exits 0; otherwise the status of the first rank that failed (128+N if it\n"
           "was killed by signal N), 124 on timeout, 128+N when tcomms-run itself got signal N, 127 when PROGRAM is\n"
           "not found, 126 when it cannot be executed, 2 for a usage error, 1 for any other launcher error.\n",

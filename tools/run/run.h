@@ -1,10 +1,13 @@
-/* tcomms-run's shared declarations: its options and exit statuses, parsed by args.c and acted on by tcomms-run.c. */
+/* tcomms-run's shared declarations: its options and exit statuses, parsed by args.c and acted on by tcomms-run.c;
+ * the ranks' environment (rank_env.c) and how one rank is started (spawn.c). */
 #ifndef TCOMMS_RUN_H
 #define TCOMMS_RUN_H
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0.1.0"
 #endif
+
+#include <sys/types.h>
 
 #define RUN_MAX_RANKS 4096
 #define RUN_LINE_MAX (64 * 1024) /* a longer line is relayed in pieces of this size */
@@ -27,6 +30,22 @@ typedef struct run_opts {
  * next inherits it; -1 with errno on failure. run_bind_restore puts the original set back. */
 int run_bind_rank(int r, int n);
 void run_bind_restore(void);
+
+/* rank_env.c: the ranks' environment (one allocation, for one free()): ours without the variables we set, then
+ * ours, pointing at rank_var and local_var, which the caller rewrites before each spawn. NULL with errno when out of
+ * memory or when no random token could be made. */
+char **run_build_env(const run_opts_t *o, int port, char *rank_var, char *local_var);
+
+/* spawn.c: start one rank of PROGRAM in its own process group, killed (SIGKILL) if tcomms-run dies. */
+typedef struct run_spawn {
+    char *const *argv; /* argv[0] searched in PATH like execvp, as posix_spawnp does */
+    char *const *env;
+    int out_fd, err_fd;  /* become its stdout and stderr */
+    int null_stdin;      /* stdin from /dev/null instead of tcomms-run's */
+    int sigpipe_default; /* tcomms-run ignores SIGPIPE only for itself: give the rank the default back */
+} run_spawn_t;
+/* The rank's pid, or -1 with *err the errno of the failed fork or exec (no process is left then). */
+pid_t run_spawn(const run_spawn_t *sp, int *err);
 
 /* Fill `o` from the command line. Returns -1 to go on, otherwise the status to exit with (help, version, error). */
 int run_parse_args(int argc, char **argv, run_opts_t *o);

@@ -1,5 +1,6 @@
-/* tcomms-run: start N ranks of a program on this host with the TCOMMS_* bootstrap environment, relay their output
- * line by line behind a rank prefix, forward signals, and take the whole job down when one rank fails.
+/* tcomms-run: start N ranks of a program on this host with the TCOMMS_* bootstrap environment (rank_env.c), relay
+ * their output line by line behind a rank prefix, forward signals, and take the whole job down when one rank fails
+ * (or, through spawn.c's parent-death signal, when tcomms-run itself is killed).
  * Standalone (does not link libtcomms); docs/launching.md describes the environment and the exit statuses. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -14,7 +15,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,42 +125,6 @@ static int setup_signals(int *sigpipe_changed)
     if (sigaction(SIGPIPE, &sa, &old) != 0) return -1;
     *sigpipe_changed = old.sa_handler == SIG_DFL;
     return 0;
-}
-
-/* The ranks' environment: ours without the variables we set, then ours. rank_var and local_var are rewritten
- * before each spawn (posix_spawn copies the strings). One allocation, for one free(). */
-static char **build_env(const run_opts_t *o, int port, char *rank_var, char *local_var)
-{
-    extern char **environ;
-    static const char *const ours[] = {"TCOMMS_RANK=", "TCOMMS_SIZE=", "TCOMMS_LOCAL_RANK=", "TCOMMS_LOCAL_SIZE=",
-                                       "TCOMMS_MASTER_ADDR=", "TCOMMS_MASTER_PORT=", "TCOMMS_BACKEND="};
-    size_t nours = o->backend ? 7 : 6; /* without --backend, an inherited TCOMMS_BACKEND stays */
-    static char size_var[32], lsize_var[32], port_var[32], addr_var[] = "TCOMMS_MASTER_ADDR=127.0.0.1";
-    size_t n = 0, k = 0;
-    while (environ[n]) n++;
-    size_t backend_len = o->backend ? strlen(o->backend) + sizeof "TCOMMS_BACKEND=" : 0;
-    char **env = calloc(1, (n + 8) * sizeof *env + backend_len);
-    if (!env) return NULL;
-    char *backend_var = o->backend ? (char *)(env + n + 8) : NULL;
-    if (backend_var) snprintf(backend_var, backend_len, "TCOMMS_BACKEND=%s", o->backend);
-    for (size_t i = 0; i < n; i++) {
-        int drop = 0;
-        for (size_t j = 0; j < nours && !drop; j++)
-            drop = strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
-        if (!drop) env[k++] = environ[i];
-    }
-    snprintf(size_var, sizeof size_var, "TCOMMS_SIZE=%d", o->nranks);
-    snprintf(lsize_var, sizeof lsize_var, "TCOMMS_LOCAL_SIZE=%d", o->nranks);
-    snprintf(port_var, sizeof port_var, "TCOMMS_MASTER_PORT=%d", port);
-    env[k++] = rank_var;
-    env[k++] = size_var;
-    env[k++] = local_var;
-    env[k++] = lsize_var;
-    env[k++] = addr_var;
-    env[k++] = port_var;
-    if (backend_var) env[k++] = backend_var;
-    env[k] = NULL;
-    return env;
 }
 
 /* ---- output relay ------------------------------------------------------------------------------------------- */
@@ -286,11 +250,6 @@ static void fail(run_job_t *job, int code, int send_term)
 static int spawn_rank(run_job_t *job, int r, char **env, char *rank_var, char *local_var, int sigpipe_changed)
 {
     int out[2] = {-1, -1}, err[2] = {-1, -1};
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    sigset_t dflt;
-    pid_t pid;
-
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
         fprintf(stderr, "tcomms-run: cannot create the output pipes of rank %d: %s\n", r, strerror(errno));
         if (out[0] >= 0) {
@@ -301,28 +260,18 @@ static int spawn_rank(run_job_t *job, int r, char **env, char *rank_var, char *l
     }
     snprintf(rank_var, 32, "TCOMMS_RANK=%d", r);
     snprintf(local_var, 32, "TCOMMS_LOCAL_RANK=%d", r);
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
     /* A rank in the background process group would be stopped by SIGTTIN reading a terminal: only rank 0 reads
      * our stdin, and only when it is a file or a pipe. */
-    if (r != 0 || isatty(0)) posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-    sigemptyset(&dflt);
-    if (sigpipe_changed) sigaddset(&dflt, SIGPIPE);
-    posix_spawnattr_setsigdefault(&attr, &dflt);
-    posix_spawnattr_setpgroup(&attr, 0); /* its own group: signals reach its descendants too */
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
-
+    run_spawn_t sp = {.argv = job->opts.argv, .env = env, .out_fd = out[1], .err_fd = err[1],
+                      .null_stdin = r != 0 || isatty(0), .sigpipe_default = sigpipe_changed};
     int e = -1; /* -1: not spawned, the reason printed already */
+    pid_t pid = -1;
     if (job->opts.cpu_bind && run_bind_rank(r, job->opts.nranks) != 0)
         fprintf(stderr, "tcomms-run: --cpu-bind: cannot set the CPUs of rank %d: %s\n", r, strerror(errno));
-    else
-        e = posix_spawnp(&pid, job->opts.argv[0], &fa, &attr, job->opts.argv, env);
+    else if ((pid = run_spawn(&sp, &e)) > 0)
+        e = 0;
     if (job->opts.cpu_bind)
         run_bind_restore();
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
     close(out[1]);
     close(err[1]);
     if (e != 0) {
@@ -487,9 +436,14 @@ int main(int argc, char **argv)
     job.pfd = calloc(2 * (size_t)n + 1, sizeof *job.pfd);
     job.pfd_stream = calloc(2 * (size_t)n + 1, sizeof *job.pfd_stream);
     job.scratch = malloc(32 + RUN_LINE_MAX + 1);
-    char **env = build_env(&job.opts, port, rank_var, local_var);
+    char **env = run_build_env(&job.opts, port, rank_var, local_var);
     job.exit_code = 1;
-    if (!job.ranks || !job.pfd || !job.pfd_stream || !job.scratch || !env) {
+    if (!env) {
+        fprintf(stderr, "tcomms-run: cannot build the ranks' environment (a random store token): %s\n",
+                strerror(errno));
+        goto out;
+    }
+    if (!job.ranks || !job.pfd || !job.pfd_stream || !job.scratch) {
         fputs("tcomms-run: out of memory\n", stderr);
         goto out;
     }

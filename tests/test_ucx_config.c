@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The UCX settings tcomms tunes (backends/ucx/context.c) under restricted transports (issue 24, point 6): on 2 ranks
+ * of the UCX backend, for several UCX_TLS values, no rank's stderr may carry UCX's "invalid configuration" warning,
+ * which UCX prints for a setting that no transport in use reads. UCX itself is the judge: where tcomms says (in its
+ * debug log) that it set the shared-memory FIFO size, the missing warning shows that a transport took it. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tcomms/tcomms.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "mrank.h"
+
+#define JOB_S 60
+
+static const struct {
+    const char *tls;  /* NULL: unset */
+    int fifo_tuned;   /* tcomms should set UCX_MM_FIFO_ELEM_SIZE: a shared-memory FIFO transport can be in use */
+} cases[] = {
+    {"tcp,self", 0}, {"tcp", 0}, {"^sm", 0}, {"^posix,sysv", 0}, {"sm,self", 1}, {"^posix", 1}, {NULL, 1},
+};
+
+#define DIR_TEMPLATE "/tmp/tcomms-ucx-config.XXXXXX"
+
+static int ucx_rank(int rank, int size, void *arg)
+{
+    const char *dir = arg;
+    char path[sizeof(DIR_TEMPLATE) + 32];
+    snprintf(path, sizeof(path), "%s/err.%d", dir, rank);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0)
+        return mrank_failf("FAIL rank %d: cannot send stderr to %s", rank, path);
+    close(fd);
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
+    p.backend = "ucx";
+    p.timeout_ms = 20000;
+    tcomms_comm_t *comm = NULL;
+    tcomms_status_t st = tcomms_comm_create(&p, &comm);
+    int v = rank + 1, fails = 0;
+    if (st == TCOMMS_SUCCESS)
+        st = tcomms_all_reduce(comm, &v, &v, 1, TCOMMS_INT32, TCOMMS_SUM, NULL, NULL);
+    if (st != TCOMMS_SUCCESS || v != size * (size + 1) / 2)
+        fails++;
+    tcomms_comm_destroy(comm);
+    return fails; /* the parent reads the reasons in the file */
+}
+
+/* The whole of a rank's stderr file, malloc'ed. */
+static char *slurp(const char *dir, int rank)
+{
+    char path[sizeof(DIR_TEMPLATE) + 32];
+    snprintf(path, sizeof(path), "%s/err.%d", dir, rank);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no stderr file for rank %d", rank);
+    char *text = calloc(1, 1 << 20);
+    ck_assert_ptr_nonnull(text);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(path);
+    return text;
+}
+
+START_TEST(test_no_invalid_configuration)
+{
+    if (cases[_i].tls != NULL)
+        setenv("UCX_TLS", cases[_i].tls, 1);
+    else
+        unsetenv("UCX_TLS");
+    const char *clear[] = {"UCX_MM_FIFO_ELEM_SIZE", "UCX_SYSV_FIFO_ELEM_SIZE", "UCX_POSIX_FIFO_ELEM_SIZE",
+                           "UCX_LOG_LEVEL", "TCOMMS_LOG_LEVEL"};
+    for (size_t i = 0; i < sizeof(clear) / sizeof(clear[0]); i++)
+        unsetenv(clear[i]);
+    setenv("TCOMMS_UCX_LOG_LEVEL", "debug", 1);
+    char dir[] = DIR_TEMPLATE;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int failing = mrank_run(2, ucx_rank, dir, JOB_S);
+    const char *tls = cases[_i].tls ? cases[_i].tls : "(unset)";
+    for (int r = 0; r < 2; r++) {
+        char *err = slurp(dir, r);
+        const char *bad = strstr(err, "invalid configuration");
+        int tuned = strstr(err, "UCX_MM_FIFO_ELEM_SIZE=4096") != NULL;
+        if (failing != 0 || bad != NULL || tuned != cases[_i].fifo_tuned) {
+            rmdir(dir);
+            ck_abort_msg("UCX_TLS=%s, rank %d: %s%s (FIFO size %s, expected %s); its stderr:\n%s", tls, r,
+                         failing ? "the job failed" : "", bad ? "UCX warned" : "", tuned ? "set" : "not set",
+                         cases[_i].fifo_tuned ? "set" : "not set", err);
+        }
+        free(err);
+    }
+    rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+    char names[8][32];
+    int n = mrank_backends(names, 8), ucx = 0;
+    for (int i = 0; i < n; i++)
+        ucx |= strcmp(names[i], "ucx") == 0;
+    if (!ucx) {
+        printf("test_ucx_config: the UCX backend is not built, skipping\n");
+        return 77;
+    }
+    Suite *s = suite_create("ucx_config");
+    TCase *tc = tcase_create("tls");
+    tcase_set_timeout(tc, JOB_S + 30);
+    tcase_add_loop_test(tc, test_no_invalid_configuration, 0, (int)(sizeof(cases) / sizeof(cases[0])));
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}
