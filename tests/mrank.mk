@@ -1,8 +1,9 @@
 # Multi-rank suites: every collective on every CPU backend named by TCOMMS_TEST_BACKENDS (test_coll), splits and
-# leak cycles (test_split), bad input (test_badinput), a dying peer (test_peer_death, with peer_death_prog under
-# $TCOMMS_RUN), a reset store connection at creation (test_store_reset), ranks disagreeing about a call's counts
-# or dtypes (test_mismatch), the TCOMMS_CHECK_CALLS check (test_call_check). They share the fork harness and reference
-# in tests/libmrank.la, and use only the public API except where noted.
+# leak cycles (test_split), splits whose ranks disagree (test_split_agree), bad input (test_badinput), a dying peer
+# (test_peer_death, with peer_death_prog under $TCOMMS_RUN), a reset store connection at creation
+# (test_store_reset), ranks disagreeing about a call's counts or dtypes (test_mismatch), the TCOMMS_CHECK_CALLS check
+# (test_call_check). They share the fork harness and reference in tests/libmrank.la, and use only the public API
+# except where noted.
 # make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
 mrank_cppflags = $(AM_CPPFLAGS)
@@ -16,7 +17,7 @@ tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
 tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
-	tests/test_mismatch tests/test_call_check
+	tests/test_mismatch tests/test_call_check tests/test_split_agree
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -25,10 +26,15 @@ tests_test_coll_CPPFLAGS = $(mrank_cppflags)
 tests_test_coll_CFLAGS = $(mrank_cflags)
 tests_test_coll_LDADD = $(mrank_ldadd)
 
-tests_test_split_SOURCES = tests/test_split.c
+tests_test_split_SOURCES = tests/test_split.c tests/split_verify.c tests/split_verify.h
 tests_test_split_CPPFLAGS = $(mrank_cppflags)
 tests_test_split_CFLAGS = $(mrank_cflags)
 tests_test_split_LDADD = $(mrank_ldadd)
+
+tests_test_split_agree_SOURCES = tests/test_split_agree.c tests/split_verify.c tests/split_verify.h
+tests_test_split_agree_CPPFLAGS = $(mrank_cppflags)
+tests_test_split_agree_CFLAGS = $(mrank_cflags)
+tests_test_split_agree_LDADD = $(mrank_ldadd)
 
 tests_test_badinput_SOURCES = tests/test_badinput.c
 tests_test_badinput_CPPFLAGS = $(mrank_cppflags)
