@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A split's agreement through the store (split_agree.h): every rank but 0 sets its vote and reads rank 0's verdict,
  * rank 0 reads the votes and sets the verdict, about 3N requests plus the key cleanup. Rank 0 alone judges, so every
- * rank reaches the same outcome, and one refusal or a rank that never came ends the split for all at once. */
+ * rank reaches the same outcome; a refusal ends the split for all at once, a rank that never comes at the timeout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,7 @@ typedef struct verdict_head {
     uint32_t ncolors; /* ints that follow the message */
 } verdict_head_t;
 
+/* splitmix64's finalizer: a bijection in which every input bit moves about half the output bits. */
 static uint64_t mix64(uint64_t x)
 {
     x ^= x >> 30;
@@ -243,11 +244,12 @@ static tcomms_status_t await(tcomms_comm_t *parent, const char *prefix, char *ms
     void *val = NULL;
     size_t len = 0;
     tcomms_status_t st = tc_store_get(parent->store->store, key, &val, &len, parent->timeout_ms);
-    verdict_head_t head;
+    verdict_head_t head = {0};
+    if (st == TCOMMS_SUCCESS && len >= sizeof(head))
+        memcpy(&head, val, sizeof(head));
     if (st != TCOMMS_SUCCESS) {
         snprintf(msg, cap, "waiting for parent rank 0's verdict: %s", tcomms_last_error());
-    } else if (len < sizeof(head) ||
-               (memcpy(&head, val, sizeof(head)), len != sizeof(head) + head.msg_len + head.ncolors * 4ull) ||
+    } else if (len < sizeof(head) || len != sizeof(head) + head.msg_len + (size_t)head.ncolors * sizeof(int32_t) ||
                (head.ncolors != 0 && head.ncolors != 2u * (uint32_t)parent->size)) {
         snprintf(msg, cap, "parent rank 0's verdict takes %zu bytes, which is not a verdict", len);
         st = TCOMMS_ERR_PROTOCOL;
