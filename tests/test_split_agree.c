@@ -2,13 +2,15 @@
 /* Ranks whose splits disagree (lib/split.c, lib/split_agree.c), on every CPU backend: a call refused on one rank
  * fails that split on every rank and the ranks meet again in the next one; member lists that differ are
  * TCOMMS_ERR_MISMATCH on every rank well within the timeout; split_color with diverging color sequences, a refusal,
- * and a rank calling tcomms_comm_split meanwhile. Children are checked by collectives that depend on their members. */
+ * and a rank calling tcomms_comm_split meanwhile. Children are checked by collectives that depend on their members,
+ * and the store must hold no more keys after a sequence than before it (the one use of the core's internals). */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
 #include <tcomms/tcomms.h>
 
 #include "check_run.h"
+#include "comm.h"
 #include "mrank.h"
 #include "mrank_world.h"
 #include "split_verify.h"
@@ -54,7 +56,8 @@ typedef struct color_step {
 
 typedef struct job {
     int backend;
-    int which; /* index into sequences[] */
+    int which;   /* index into sequences[] */
+    int barrier; /* for mrank_host_barrier */
 } job_t;
 
 /* Rank 1 refuses first: on main its next split joined the others' refused one. Then rank 0 and rank 2 refuse. */
@@ -184,18 +187,37 @@ static int run_color_step(tcomms_comm_t *root, int rank, int size, const color_s
     return fails;
 }
 
+/* The keys the store holds once every rank got here (rank 0 counts; the others report 0). */
+static int count_keys(tcomms_comm_t *root, int rank, int size, job_t *job, int round, int64_t *keys)
+{
+    int fails = 0;
+    *keys = 0;
+    if (mrank_host_barrier(&job->barrier, size, 2 * round - 1, 30) != 0)
+        fails += mrank_failf("FAIL rank %d: host barrier %d", rank, 2 * round - 1);
+    if (rank == 0 && tc_store_num_keys(root->store->store, keys) != TCOMMS_SUCCESS)
+        fails += mrank_failf("FAIL rank 0: counting the store's keys: %s", tcomms_last_error());
+    if (mrank_host_barrier(&job->barrier, size, 2 * round, 30) != 0) /* no rank goes on before rank 0 counted */
+        fails += mrank_failf("FAIL rank %d: host barrier %d", rank, 2 * round);
+    return fails;
+}
+
 /* Every step in order on one root; a failed step does not stop the sequence, as later steps show whether the ranks
  * are still in step. */
 static int sequence_rank(int rank, int size, void *arg)
 {
-    const job_t *job = arg;
+    job_t *job = arg;
     const sequence_t *q = &sequences[job->which];
     tcomms_comm_t *root = mrank_world(backends[job->backend], OP_TIMEOUT_MS, rank);
     if (root == NULL)
         return 1;
-    int fails = 0;
+    int64_t before = 0, after = 0;
+    int fails = count_keys(root, rank, size, job, 1, &before);
     for (int k = 0; k < q->nsteps; k++)
         fails += q->lists ? run_list_step(root, rank, &q->lists[k]) : run_color_step(root, rank, size, &q->colors[k]);
+    fails += count_keys(root, rank, size, job, 2, &after);
+    if (after != before)
+        fails += mrank_failf("FAIL rank 0, %s: the store holds %lld keys after the splits, %lld before", q->name,
+                             (long long)after, (long long)before);
     tcomms_status_t st = tcomms_comm_destroy(root);
     if (st != TCOMMS_SUCCESS)
         fails += split_report(rank, q->name, "tcomms_comm_destroy", st);
