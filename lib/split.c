@@ -20,16 +20,19 @@ static void child_free(tcomms_comm_t *child)
 }
 
 /* A child of `parent` as its members (and, for the backends, its non-members) see it before any backend exists:
- * identity, store-key prefix "<parent>/s<split>/<leaf>", the parent's slots, and its own checked hints. Made before
- * the agreement, so that a failure here is one of the caller's refusals. */
-static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, const char *leaf, const char *name,
+ * identity, store-key prefix "<parent>/s<split>/c<tag>" (`tag` tells apart the children of one split: a list's
+ * first rank, a color) or ".../nonmember" (tag -1), the parent's slots, and its own checked hints. Made before the
+ * agreement, so that a failure here is one of the caller's refusals. */
+static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, int tag, const char *name,
                                  const tcomms_hints_t *hints, tcomms_comm_t **out)
 {
     tcomms_comm_t *child = calloc(1, sizeof(*child));
     if (child == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    int len = snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/%s", parent->prefix,
-                       (unsigned long long)split, leaf);
+    int len = tag >= 0 ? snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/c%d", parent->prefix,
+                                  (unsigned long long)split, tag)
+                       : snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/nonmember", parent->prefix,
+                                  (unsigned long long)split);
     if (len < 0 || (size_t)len >= sizeof(child->prefix)) {
         free(child);
         return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "splits nested too deeply (store-key prefix over %d characters)",
@@ -151,15 +154,9 @@ tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int n
     uint64_t split = ++parent->splits;
     tcomms_comm_t *child = NULL;
     tcomms_status_t st = check_list(parent, ranks, nranks, out);
-    if (st == TCOMMS_SUCCESS) {
-        char leaf[32];
-        if (nranks > 0)
-            snprintf(leaf, sizeof(leaf), "c%d", ranks[0]);
-        else
-            snprintf(leaf, sizeof(leaf), "nonmember");
-        if ((st = child_new(parent, split, leaf, name, hints, &child)) != TCOMMS_SUCCESS)
-            tc_error_prefix(st, "tcomms_comm_split: ");
-    }
+    if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, nranks > 0 ? ranks[0] : -1, name, hints, &child)) !=
+                                    TCOMMS_SUCCESS)
+        tc_error_prefix(st, "tcomms_comm_split: ");
     tc_split_vote_t vote;
     if (st == TCOMMS_SUCCESS)
         tc_split_vote_list(&vote, ranks, nranks);
@@ -222,15 +219,8 @@ tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int ke
     if (st == TCOMMS_SUCCESS && color < 0 && color != TCOMMS_SPLIT_NOCOLOR)
         st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: color %d must be >= 0 or "
                       "TCOMMS_SPLIT_NOCOLOR", color);
-    if (st == TCOMMS_SUCCESS) {
-        char leaf[32];
-        if (color != TCOMMS_SPLIT_NOCOLOR)
-            snprintf(leaf, sizeof(leaf), "c%d", color);
-        else
-            snprintf(leaf, sizeof(leaf), "nonmember");
-        if ((st = child_new(parent, split, leaf, name, hints, &child)) != TCOMMS_SUCCESS)
-            tc_error_prefix(st, "tcomms_comm_split_color: ");
-    }
+    if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, color, name, hints, &child)) != TCOMMS_SUCCESS)
+        tc_error_prefix(st, "tcomms_comm_split_color: ");
     tc_split_vote_t vote;
     if (st == TCOMMS_SUCCESS)
         tc_split_vote_color(&vote, color, key);

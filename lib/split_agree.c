@@ -70,7 +70,7 @@ static const char *call_name(int32_t call)
     return call == TC_SPLIT_BY_LIST ? "tcomms_comm_split" : "tcomms_comm_split_color";
 }
 
-/* "{0, 1, 2}", or "{0, 1, ..., 7, ...} (12 ranks)" past TC_SPLIT_SHOWN, or "no list (not a member)". */
+/* "{0, 1, 2}", or past TC_SPLIT_SHOWN "{0, 1, 2, 3, 4, 5, 6, 7, ...} (12 ranks)", or "no list (not a member)". */
 static void format_list(const tc_split_vote_t *v, char *out, size_t cap)
 {
     if (v->n == 0) {
