@@ -41,7 +41,7 @@ struct tcomms_comm {
     tcomms_hints_t *hints;
     tc_store_ref_t *store;
     char master_addr[256];
-    uint64_t splits;   /* split calls so far: part of children's prefixes */
+    uint64_t splits;   /* split calls so far, refused ones too (split.c): part of children's prefixes */
     int check_calls;   /* TCOMMS_CHECK_CALLS, read by the root, inherited by splits (call_check.c) */
     atomic_uint_least64_t calls_checked; /* the call check's sequence number */
     tc_slot_t slot[TCOMMS_DEVICE_TYPE_COUNT];

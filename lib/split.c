@@ -1,7 +1,7 @@
-/* Splitting a communicator: by an explicit sorted rank list (torchcomms' split) or by color and key (MPI's). Both
- * end in one routine that creates a child over an ordered member list (non-members only tell the backends that
- * split collectively over the parent); store keys derive from the parent's prefix and its split counter, so every
- * rank computes the same keys without talking. */
+/* Splitting a communicator: by an explicit sorted rank list (torchcomms' split) or by color and key (MPI's). Each
+ * call checks its arguments, agrees with every parent rank on the outcome (split_agree.c), then creates a child
+ * over an ordered member list (non-members only tell the backends that split collectively over the parent); store
+ * keys derive from the parent's prefix and its split counter, so every rank computes the same keys without talking. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,29 +10,7 @@
 #include "error.h"
 #include "hints.h"
 #include "log.h"
-
-/* Check that all members passed the same list: the first member publishes it, the others compare, so a mismatch
- * is a named error rather than a hang in the backend's rendezvous. */
-static tcomms_status_t agree_on_members(tcomms_comm_t *parent, const char *prefix, const int *members, int n,
-                                        int my_index)
-{
-    char key[TC_KEY_MAX];
-    snprintf(key, sizeof(key), "%.*s/create/members", TC_PREFIX_MAX, prefix);
-    size_t bytes = (size_t)n * sizeof(int);
-    if (my_index == 0)
-        return tc_store_set(parent->store->store, key, members, bytes);
-    void *seen = NULL;
-    size_t len = 0;
-    tcomms_status_t st = tc_store_get(parent->store->store, key, &seen, &len, parent->timeout_ms);
-    if (st != TCOMMS_SUCCESS)
-        return tc_error_prefix(st, "waiting for the member list from parent rank %d: ", members[0]);
-    int same = len == bytes && memcmp(seen, members, bytes) == 0;
-    free(seen);
-    if (!same)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "the rank list differs from the one parent rank %d passed for the "
-                        "same new communicator", members[0]);
-    return TCOMMS_SUCCESS;
-}
+#include "split_agree.h"
 
 static void child_free(tcomms_comm_t *child)
 {
@@ -42,15 +20,19 @@ static void child_free(tcomms_comm_t *child)
 }
 
 /* A child of `parent` as its members (and, for the backends, its non-members) see it before any backend exists:
- * identity, store-key prefix "<parent>/s<split>/<leaf>", the parent's slots, and its own checked hints. */
-static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, const char *leaf, const char *name,
+ * identity, store-key prefix "<parent>/s<split>/c<tag>" (`tag` tells apart the children of one split: a list's
+ * first rank, a color) or ".../nonmember" (tag -1), the parent's slots, and its own checked hints. Made before the
+ * agreement, so that a failure here is one of the caller's refusals. */
+static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, int tag, const char *name,
                                  const tcomms_hints_t *hints, tcomms_comm_t **out)
 {
     tcomms_comm_t *child = calloc(1, sizeof(*child));
     if (child == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    int len = snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/%s", parent->prefix,
-                       (unsigned long long)split, leaf);
+    int len = tag >= 0 ? snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/c%d", parent->prefix,
+                                  (unsigned long long)split, tag)
+                       : snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/nonmember", parent->prefix,
+                                  (unsigned long long)split);
     if (len < 0 || (size_t)len >= sizeof(child->prefix)) {
         free(child);
         return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "splits nested too deeply (store-key prefix over %d characters)",
@@ -84,44 +66,13 @@ static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, const ch
     return TCOMMS_SUCCESS;
 }
 
-/* Create the child over `members` (parent ranks in child-rank order); `tag` distinguishes the children of one
- * split call. */
-static tcomms_status_t split_members(tcomms_comm_t *parent, uint64_t split, long tag, const int *members, int n,
-                                     const char *name, const tcomms_hints_t *hints, tcomms_comm_t **out)
-{
-    int my_index = -1;
-    for (int i = 0; i < n; i++)
-        if (members[i] == parent->rank)
-            my_index = i;
-    char leaf[32];
-    snprintf(leaf, sizeof(leaf), "c%ld", tag);
-    tcomms_comm_t *child = NULL;
-    tcomms_status_t st = child_new(parent, split, leaf, name, hints, &child);
-    if (st == TCOMMS_SUCCESS) {
-        child->rank = my_index;
-        child->size = n;
-        st = agree_on_members(parent, child->prefix, members, n, my_index);
-        if (st == TCOMMS_SUCCESS)
-            st = tc_comm_create_backends(child, parent, members);
-        if (st != TCOMMS_SUCCESS)
-            child_free(child);
-    }
-    if (st != TCOMMS_SUCCESS)
-        return tc_error_prefix(st, "split of '%s': ", parent->name);
-    *out = child;
-    return TCOMMS_SUCCESS;
-}
-
 /* A rank outside every child still takes part where a backend's split is collective over the parent (ncclCommSplit
  * with NCCL_SPLIT_NOCOLOR). It runs within this split call, so its backend calls keep the members' order across
- * successive splits. It knows neither the members nor the child's prefix: rank -1, size 0, no parent_ranks. */
-static tcomms_status_t split_nonmember(tcomms_comm_t *parent, uint64_t split, const char *name,
-                                       const tcomms_hints_t *hints)
+ * successive splits. `child` (freed here) knows neither the members nor the child's prefix: rank -1, size 0, no
+ * parent_ranks. */
+static tcomms_status_t split_nonmember(tcomms_comm_t *parent, tcomms_comm_t *child)
 {
-    tcomms_comm_t *child = NULL;
-    tcomms_status_t first = child_new(parent, split, "nonmember", name, hints, &child);
-    if (first != TCOMMS_SUCCESS)
-        return tc_error_prefix(first, "split of '%s': ", parent->name);
+    tcomms_status_t first = TCOMMS_SUCCESS;
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
         const tcomms_backend_t *be = child->slot[t].be;
         if (be == NULL || be->comm_split_nonmember == NULL || parent->slot[t].bcomm == NULL)
@@ -130,18 +81,37 @@ static tcomms_status_t split_nonmember(tcomms_comm_t *parent, uint64_t split, co
         tc_comm_backend_args(child, t, child->prefix, parent, NULL, &args);
         tcomms_status_t st = be->comm_split_nonmember(parent->slot[t].bcomm, &args);
         if (st != TCOMMS_SUCCESS && first == TCOMMS_SUCCESS)
-            first = tc_error_prefix(st, "split of '%s' (not a member) on backend '%s': ", parent->name, be->name);
+            first = tc_error_prefix(st, "(not a member) on backend '%s': ", be->name);
     }
     child_free(child);
     return first;
 }
 
-tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int nranks, const char *name,
-                                  const tcomms_hints_t *hints, tcomms_comm_t **out)
+/* This rank's part of a split the ranks agreed on: a member creates the child over `members` (parent ranks in
+ * child-rank order) and hands it to *out; a non-member (n = 0) takes part for the backends. Takes `child`. */
+static tcomms_status_t build(tcomms_comm_t *parent, tcomms_comm_t *child, const int *members, int n,
+                             tcomms_comm_t **out)
 {
-    if (parent == NULL || out == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: %s is NULL", parent ? "out" : "parent");
-    *out = NULL;
+    if (n == 0)
+        return split_nonmember(parent, child);
+    child->size = n;
+    for (int i = 0; i < n; i++)
+        if (members[i] == parent->rank)
+            child->rank = i;
+    tcomms_status_t st = tc_comm_create_backends(child, parent, members);
+    if (st != TCOMMS_SUCCESS) {
+        child_free(child);
+        return st;
+    }
+    *out = child;
+    return TCOMMS_SUCCESS;
+}
+
+/* The caller's own arguments, checked before its vote: a failure here is a refusal the others hear about. */
+static tcomms_status_t check_list(const tcomms_comm_t *parent, const int *ranks, int nranks, tcomms_comm_t **out)
+{
+    if (out == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: out is NULL");
     tcomms_status_t st = tc_comm_check_bound(parent, "tcomms_comm_split");
     if (st != TCOMMS_SUCCESS)
         return st;
@@ -163,10 +133,48 @@ tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int n
     if (nranks > 0 && !member)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: the caller (parent rank %d) is not in ranks; "
                         "a non-member passes nranks = 0", parent->rank);
+    return TCOMMS_SUCCESS;
+}
+
+/* A failure after the caller's own checks passed: name the call and the split. */
+static tcomms_status_t split_failed(tcomms_status_t st, const char *who, uint64_t split, const tcomms_comm_t *parent)
+{
+    return tc_error_prefix(st, "%s: split %llu of '%s': ", who, (unsigned long long)split, parent->name);
+}
+
+tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int nranks, const char *name,
+                                  const tcomms_hints_t *hints, tcomms_comm_t **out)
+{
+    if (parent == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split: parent is NULL");
+    if (out != NULL)
+        *out = NULL;
+    tcomms_status_t live = tc_comm_check(parent, "tcomms_comm_split", "parent");
+    if (live != TCOMMS_SUCCESS) /* a released parent has no split counter or store to vote through */
+        return live;
+    /* Numbered before any check, identically on every rank: a refused call still meets the other ranks' call of the
+     * same number (and tells them) instead of their next one. */
     uint64_t split = ++parent->splits;
-    if (nranks == 0)
-        return split_nonmember(parent, split, name, hints);
-    return split_members(parent, split, ranks[0], ranks, nranks, name, hints, out);
+    tcomms_comm_t *child = NULL;
+    tcomms_status_t st = check_list(parent, ranks, nranks, out);
+    if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, nranks > 0 ? ranks[0] : -1, name, hints, &child)) !=
+                                    TCOMMS_SUCCESS)
+        tc_error_prefix(st, "tcomms_comm_split: ");
+    tc_split_vote_t vote;
+    if (st == TCOMMS_SUCCESS)
+        tc_split_vote_list(&vote, ranks, nranks);
+    else
+        tc_split_vote_refuse(&vote, TC_SPLIT_BY_LIST, st);
+    tcomms_status_t agreed = tc_split_agree(parent, split, &vote, NULL);
+    if (st != TCOMMS_SUCCESS)
+        return agreed; /* the caller's own refusal, as it was */
+    if (agreed != TCOMMS_SUCCESS) {
+        child_free(child);
+        return split_failed(agreed, "tcomms_comm_split", split, parent);
+    }
+    if ((st = build(parent, child, ranks, nranks, out)) != TCOMMS_SUCCESS)
+        return split_failed(st, "tcomms_comm_split", split, parent);
+    return TCOMMS_SUCCESS;
 }
 
 typedef struct color_key {
@@ -181,74 +189,63 @@ static int by_key_then_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-/* Every rank's (color, key) through the store, by way of parent rank 0 (tc_store_allgather): about 3N store
- * requests for a split of N ranks where every rank reading every key would be N^2, at thousands of ranks minutes of
- * the store server's time per split. */
-static tcomms_status_t exchange_color_key(tcomms_comm_t *parent, const char *prefix, int color, int key,
-                                          color_key_t *all)
+/* The members of `color` from every rank's (color, key) in `table`, ordered by (key, parent rank), into members[],
+ * *n of them (0 for TCOMMS_SPLIT_NOCOLOR). */
+static tcomms_status_t color_members(const tcomms_comm_t *parent, const int32_t *table, int color, int *members,
+                                     int *n)
 {
-    int n = parent->size, mine[2] = {color, key}, missing = -1;
-    void **vals = calloc((size_t)n, sizeof(*vals));
-    size_t *lens = calloc((size_t)n, sizeof(*lens));
-    tcomms_status_t st = vals && lens ? TCOMMS_SUCCESS : tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    if (st == TCOMMS_SUCCESS && (st = tc_store_allgather(parent->store->store, prefix, parent->rank, n, mine,
-                                                         sizeof(mine), parent->timeout_ms, vals, lens, &missing)) !=
-                                    TCOMMS_SUCCESS) {
-        if (missing > 0)
-            tc_error_prefix(st, "waiting for parent rank %d's color: ", missing);
-        else if (missing == 0)
-            tc_error_prefix(st, "waiting for every rank's color from parent rank 0: ");
-    }
-    for (int r = 0; r < n && st == TCOMMS_SUCCESS; r++) {
-        int ck[2];
-        if (lens[r] != sizeof(ck)) {
-            st = tc_error(TCOMMS_ERR_PROTOCOL, "parent rank %d's color takes %zu bytes, expected %zu", r, lens[r],
-                          sizeof(ck));
-        } else {
-            memcpy(ck, vals[r], sizeof(ck));
-            all[r] = (color_key_t){ck[0], ck[1], r};
-        }
-    }
-    if (vals != NULL)
-        tc_store_free_values(vals, n);
-    free(vals);
-    free(lens);
-    return st;
+    color_key_t *all = calloc((size_t)parent->size, sizeof(*all));
+    if (all == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    *n = 0;
+    for (int r = 0; r < parent->size; r++)
+        if (color != TCOMMS_SPLIT_NOCOLOR && table[2 * r] == color)
+            all[(*n)++] = (color_key_t){table[2 * r], table[2 * r + 1], r};
+    qsort(all, (size_t)*n, sizeof(*all), by_key_then_rank);
+    for (int i = 0; i < *n; i++)
+        members[i] = all[i].rank;
+    free(all);
+    return TCOMMS_SUCCESS;
 }
 
 tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int key, const char *name,
                                         const tcomms_hints_t *hints, tcomms_comm_t **out)
 {
-    if (parent == NULL || out == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: %s is NULL", parent ? "out" : "parent");
-    *out = NULL;
-    tcomms_status_t st = tc_comm_check_bound(parent, "tcomms_comm_split_color");
-    if (st != TCOMMS_SUCCESS)
-        return st;
-    if (color < 0 && color != TCOMMS_SPLIT_NOCOLOR)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: color %d must be >= 0 or "
-                        "TCOMMS_SPLIT_NOCOLOR", color);
-    uint64_t split = ++parent->splits;
-    char prefix[TC_SUBPREFIX_MAX];
-    snprintf(prefix, sizeof(prefix), "%s/s%llu/x/", parent->prefix, (unsigned long long)split);
-    color_key_t *all = calloc((size_t)parent->size, sizeof(*all));
-    int *members = calloc((size_t)parent->size, sizeof(*members));
-    st = all && members ? exchange_color_key(parent, prefix, color, key, all)
-                                        : tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    if (st == TCOMMS_SUCCESS) {
-        tc_comm_cleanup_keys(parent, prefix, parent->size);
-        int n = 0;
-        for (int r = 0; r < parent->size; r++)
-            if (color != TCOMMS_SPLIT_NOCOLOR && all[r].color == color)
-                all[n++] = all[r];
-        qsort(all, (size_t)n, sizeof(*all), by_key_then_rank);
-        for (int i = 0; i < n; i++)
-            members[i] = all[i].rank;
-        st = n > 0 ? split_members(parent, split, color, members, n, name, hints, out)
-                   : split_nonmember(parent, split, name, hints);
-    } else
+    if (parent == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: parent is NULL");
+    if (out != NULL)
+        *out = NULL;
+    tcomms_status_t live = tc_comm_check(parent, "tcomms_comm_split_color", "parent");
+    if (live != TCOMMS_SUCCESS)
+        return live;
+    uint64_t split = ++parent->splits; /* before any check, as in tcomms_comm_split */
+    tcomms_comm_t *child = NULL;
+    tcomms_status_t st = out == NULL ? tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: out is NULL")
+                                     : tc_comm_check_bound(parent, "tcomms_comm_split_color");
+    if (st == TCOMMS_SUCCESS && color < 0 && color != TCOMMS_SPLIT_NOCOLOR)
+        st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: color %d must be >= 0 or "
+                      "TCOMMS_SPLIT_NOCOLOR", color);
+    if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, color, name, hints, &child)) != TCOMMS_SUCCESS)
         tc_error_prefix(st, "tcomms_comm_split_color: ");
-    free(all);
+    tc_split_vote_t vote;
+    if (st == TCOMMS_SUCCESS)
+        tc_split_vote_color(&vote, color, key);
+    else
+        tc_split_vote_refuse(&vote, TC_SPLIT_BY_COLOR, st);
+    int32_t *table = NULL;
+    tcomms_status_t agreed = tc_split_agree(parent, split, &vote, &table);
+    if (st != TCOMMS_SUCCESS)
+        return agreed;
+    int *members = NULL, n = 0;
+    if (agreed == TCOMMS_SUCCESS && (members = calloc((size_t)parent->size, sizeof(*members))) == NULL)
+        agreed = tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    if (agreed == TCOMMS_SUCCESS)
+        agreed = color_members(parent, table, color, members, &n);
+    if (agreed == TCOMMS_SUCCESS)
+        agreed = build(parent, child, members, n, out);
+    else
+        child_free(child);
+    free(table);
     free(members);
-    return st;
+    return agreed == TCOMMS_SUCCESS ? TCOMMS_SUCCESS : split_failed(agreed, "tcomms_comm_split_color", split, parent);
 }

@@ -51,7 +51,8 @@ typedef enum tcomms_status {
     TCOMMS_ERR_NOT_FOUND = -13,             /* a store key does not exist */
     TCOMMS_ERR_INTERNAL = -14,
     TCOMMS_ERR_NOT_BOUND = -15,             /* the communicator is not bound to a device of that type (split, ops) */
-    TCOMMS_ERR_MISMATCH = -16               /* ranks called a collective differently (TCOMMS_CHECK_CALLS, UCX shapes) */
+    TCOMMS_ERR_MISMATCH = -16               /* ranks called a collective differently (TCOMMS_CHECK_CALLS, UCX
+                                             * shapes, a split's member lists) */
 } tcomms_status_t;
 
 /* A static string naming `status` ("TCOMMS_ERR_TIMEOUT: operation timed out"); never NULL. */
@@ -213,12 +214,19 @@ TCOMMS_API tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm);
  * passes nranks = 0 and gets *out = NULL. Several disjoint lists may be split in one call. `name` (may be NULL)
  * names the child; hints apply to the child and are not inherited. Every backend of the parent gets a child.
  * A parent holding a device backend it is not bound to (e.g. created on cpu with "cpu:gloo,cuda:nccl") cannot be
- * split: TCOMMS_ERR_NOT_BOUND. */
+ * split: TCOMMS_ERR_NOT_BOUND.
+ * Each rank's n-th split call on `parent` (this or tcomms_comm_split_color, whatever its arguments) meets the other
+ * ranks' n-th, and every rank gets the same outcome. A rank whose arguments are refused gets its own error at once;
+ * the others get the same status, naming that rank. Lists that disagree (a list naming a rank that passed another
+ * list or none), or tcomms_comm_split on some ranks and tcomms_comm_split_color on others, are TCOMMS_ERR_MISMATCH
+ * on every rank, naming the ranks and their lists. Such errors come as soon as every rank has called; a rank that
+ * does not call is a TCOMMS_ERR_TIMEOUT on the others within the parent's timeout. */
 TCOMMS_API tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int nranks, const char *name,
                                              const tcomms_hints_t *hints, tcomms_comm_t **out);
 
 /* MPI-style split: ranks passing the same color form one communicator, ordered by (key, parent rank).
- * color TCOMMS_SPLIT_NOCOLOR gives *out = NULL. */
+ * color TCOMMS_SPLIT_NOCOLOR gives *out = NULL; another negative color is refused. Calls pair up and fail together
+ * as those of tcomms_comm_split do. */
 TCOMMS_API tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int key, const char *name,
                                                    const tcomms_hints_t *hints, tcomms_comm_t **out);
 

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A split's agreement through the store (split_agree.h): every rank but 0 sets its vote and reads rank 0's verdict,
+ * rank 0 reads the votes and sets the verdict, about 3N requests plus the key cleanup. Rank 0 alone judges, so every
+ * rank reaches the same outcome; a refusal ends the split for all at once, a rank that never comes at the timeout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "split_agree.h"
+
+#define MSG_MAX 1024 /* a message carried in a vote or a verdict */
+
+/* The verdict rank 0 publishes: this header, the message, then for a split by color 2 ints per parent rank. */
+typedef struct verdict_head {
+    int32_t status;
+    uint32_t msg_len;
+    uint32_t ncolors; /* ints that follow the message */
+} verdict_head_t;
+
+/* splitmix64's finalizer: a bijection in which every input bit moves about half the output bits. */
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void tc_split_vote_list(tc_split_vote_t *vote, const int *members, int n)
+{
+    memset(vote, 0, sizeof(*vote));
+    vote->call = TC_SPLIT_BY_LIST;
+    vote->n = n;
+    uint64_t h = mix64((uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        h = mix64(h + 0x9e3779b97f4a7c15ull + (uint32_t)members[i]);
+        if (i < TC_SPLIT_SHOWN)
+            vote->shown[i] = members[i];
+    }
+    vote->hash = h;
+}
+
+void tc_split_vote_color(tc_split_vote_t *vote, int color, int key)
+{
+    memset(vote, 0, sizeof(*vote));
+    vote->call = TC_SPLIT_BY_COLOR;
+    vote->color = color;
+    vote->key = key;
+}
+
+void tc_split_vote_refuse(tc_split_vote_t *vote, tc_split_call_t call, tcomms_status_t status)
+{
+    memset(vote, 0, sizeof(*vote));
+    vote->call = call;
+    vote->status = status;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static const char *call_name(int32_t call)
+{
+    return call == TC_SPLIT_BY_LIST ? "tcomms_comm_split" : "tcomms_comm_split_color";
+}
+
+/* "{0, 1, 2}", or past TC_SPLIT_SHOWN "{0, 1, 2, 3, 4, 5, 6, 7, ...} (12 ranks)", or "no list (not a member)". */
+static void format_list(const tc_split_vote_t *v, char *out, size_t cap)
+{
+    if (v->n == 0) {
+        snprintf(out, cap, "no list (not a member)");
+        return;
+    }
+    size_t at = (size_t)snprintf(out, cap, "{");
+    int shown = v->n < TC_SPLIT_SHOWN ? v->n : TC_SPLIT_SHOWN;
+    for (int i = 0; i < shown && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? ", " : "", (int)v->shown[i]);
+    if (at < cap)
+        snprintf(out + at, cap - at, v->n > shown ? ", ...} (%d ranks)" : "}", (int)v->n);
+}
+
+static int same_list(const tc_split_vote_t *a, const tc_split_vote_t *b)
+{
+    return a->n == b->n && a->hash == b->hash && a->shown[0] == b->shown[0];
+}
+
+typedef struct list_ref {
+    const tc_split_vote_t *vote;
+    int rank;
+} list_ref_t;
+
+static int by_list_then_rank(const void *pa, const void *pb)
+{
+    const list_ref_t *a = pa, *b = pb;
+    const tc_split_vote_t *x = a->vote, *y = b->vote;
+    if (x->hash != y->hash)
+        return x->hash < y->hash ? -1 : 1;
+    if (x->n != y->n)
+        return x->n < y->n ? -1 : 1;
+    if (x->shown[0] != y->shown[0])
+        return x->shown[0] < y->shown[0] ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+/* Each rank checked that it is in its own list, so the lists agree exactly when the ranks passing each distinct
+ * list number as many as it holds: then they are its members. A run short of that has a member that passed
+ * something else; name it when its rank is among those the vote shows. */
+static tcomms_status_t judge_lists(const tc_split_vote_t *votes, int size, char *msg, size_t cap)
+{
+    list_ref_t *refs = malloc((size_t)size * sizeof(*refs));
+    if (refs == NULL) {
+        snprintf(msg, cap, "parent rank 0 is out of memory");
+        return TCOMMS_ERR_NO_MEMORY;
+    }
+    int m = 0;
+    for (int r = 0; r < size; r++)
+        if (votes[r].n > 0)
+            refs[m++] = (list_ref_t){&votes[r], r};
+    qsort(refs, (size_t)m, sizeof(*refs), by_list_then_rank);
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    for (int i = 0, j; i < m && st == TCOMMS_SUCCESS; i = j) {
+        for (j = i + 1; j < m && same_list(refs[j].vote, refs[i].vote); j++)
+            ;
+        const tc_split_vote_t *v = refs[i].vote;
+        if (j - i == v->n)
+            continue;
+        st = TCOMMS_ERR_MISMATCH;
+        char mine[160], theirs[160];
+        format_list(v, mine, sizeof(mine));
+        int shown = v->n < TC_SPLIT_SHOWN ? v->n : TC_SPLIT_SHOWN, other = -1;
+        for (int k = 0; k < shown && other < 0; k++)
+            if (v->shown[k] >= 0 && v->shown[k] < size && !same_list(&votes[v->shown[k]], v))
+                other = v->shown[k];
+        if (other >= 0) {
+            format_list(&votes[other], theirs, sizeof(theirs));
+            snprintf(msg, cap, "the member lists disagree: parent rank %d passed %s, but parent rank %d, a member "
+                     "of that list, passed %s", refs[i].rank, mine, other, theirs);
+        } else {
+            snprintf(msg, cap, "the member lists disagree: parent rank %d passed %s, but only %d of its ranks "
+                     "passed that list", refs[i].rank, mine, j - i);
+        }
+    }
+    free(refs);
+    return st;
+}
+
+/* Rank 0's verdict on every vote: the kinds of call, then the lists; the color table goes with a split by color. */
+static tcomms_status_t judge(const tc_split_vote_t *votes, int size, char *msg, size_t cap, int32_t **table)
+{
+    for (int r = 1; r < size; r++)
+        if (votes[r].call != votes[0].call) {
+            snprintf(msg, cap, "parent rank 0 called %s, but parent rank %d called %s", call_name(votes[0].call), r,
+                     call_name(votes[r].call));
+            return TCOMMS_ERR_MISMATCH;
+        }
+    if (votes[0].call == TC_SPLIT_BY_LIST)
+        return judge_lists(votes, size, msg, cap);
+    if ((*table = malloc((size_t)size * 2 * sizeof(int32_t))) == NULL) {
+        snprintf(msg, cap, "parent rank 0 is out of memory");
+        return TCOMMS_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < size; r++) {
+        (*table)[2 * r] = votes[r].color;
+        (*table)[2 * r + 1] = votes[r].key;
+    }
+    return TCOMMS_SUCCESS;
+}
+
+/* Rank 0: read the votes in rank order until a refusal, a rank that does not come by the deadline, or the last;
+ * then judge. The verdict's message goes to msg. */
+static tcomms_status_t collect(tcomms_comm_t *parent, const char *prefix, const tc_split_vote_t *mine, char *msg,
+                               size_t cap, int32_t **table)
+{
+    int size = parent->size;
+    tc_split_vote_t *votes = calloc((size_t)size, sizeof(*votes));
+    if (votes == NULL) {
+        snprintf(msg, cap, "parent rank 0 is out of memory");
+        return TCOMMS_ERR_NO_MEMORY;
+    }
+    votes[0] = *mine;
+    uint64_t deadline = now_ms() + parent->timeout_ms;
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    for (int r = 1; r < size && st == TCOMMS_SUCCESS; r++) {
+        char key[TC_KEY_MAX];
+        snprintf(key, sizeof(key), "%sv%d", prefix, r);
+        uint64_t now = now_ms();
+        void *val = NULL;
+        size_t len = 0;
+        st = tc_store_get(parent->store->store, key, &val, &len, now < deadline ? (uint32_t)(deadline - now) : 1);
+        if (st == TCOMMS_ERR_TIMEOUT)
+            snprintf(msg, cap, "parent rank %d did not call within the timeout (%u ms)", r, parent->timeout_ms);
+        else if (st != TCOMMS_SUCCESS)
+            snprintf(msg, cap, "parent rank 0 reading parent rank %d's call: %s", r, tcomms_last_error());
+        else if (len < sizeof(*votes)) {
+            snprintf(msg, cap, "parent rank %d's vote takes %zu bytes, expected at least %zu", r, len,
+                     sizeof(*votes));
+            st = TCOMMS_ERR_PROTOCOL;
+        } else {
+            memcpy(&votes[r], val, sizeof(*votes));
+            if (votes[r].status != TCOMMS_SUCCESS) {
+                st = votes[r].status;
+                snprintf(msg, cap, "parent rank %d refused its arguments: %.*s", r, (int)(len - sizeof(*votes)),
+                         (const char *)val + sizeof(*votes));
+            }
+        }
+        free(val);
+    }
+    if (st == TCOMMS_SUCCESS)
+        st = judge(votes, size, msg, cap, table);
+    free(votes);
+    return st;
+}
+
+static tcomms_status_t publish(tcomms_comm_t *parent, const char *prefix, tcomms_status_t st, const char *msg,
+                               const int32_t *table)
+{
+    verdict_head_t head = {st, (uint32_t)strlen(msg), table ? 2u * (uint32_t)parent->size : 0};
+    size_t len = sizeof(head) + head.msg_len + head.ncolors * sizeof(int32_t);
+    unsigned char *buf = malloc(len);
+    if (buf == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    memcpy(buf, &head, sizeof(head));
+    memcpy(buf + sizeof(head), msg, head.msg_len);
+    if (table != NULL)
+        memcpy(buf + sizeof(head) + head.msg_len, table, head.ncolors * sizeof(int32_t));
+    char key[TC_KEY_MAX];
+    snprintf(key, sizeof(key), "%sverdict", prefix);
+    tcomms_status_t set = tc_store_set(parent->store->store, key, buf, len);
+    free(buf);
+    return set;
+}
+
+/* Every rank but 0: the verdict, with its message in msg and the color table if any. */
+static tcomms_status_t await(tcomms_comm_t *parent, const char *prefix, char *msg, size_t cap, int32_t **table)
+{
+    char key[TC_KEY_MAX];
+    snprintf(key, sizeof(key), "%sverdict", prefix);
+    void *val = NULL;
+    size_t len = 0;
+    tcomms_status_t st = tc_store_get(parent->store->store, key, &val, &len, parent->timeout_ms);
+    verdict_head_t head = {0};
+    if (st == TCOMMS_SUCCESS && len >= sizeof(head))
+        memcpy(&head, val, sizeof(head));
+    if (st != TCOMMS_SUCCESS) {
+        snprintf(msg, cap, "waiting for parent rank 0's verdict: %s", tcomms_last_error());
+    } else if (len < sizeof(head) || len != sizeof(head) + head.msg_len + (size_t)head.ncolors * sizeof(int32_t) ||
+               (head.ncolors != 0 && head.ncolors != 2u * (uint32_t)parent->size)) {
+        snprintf(msg, cap, "parent rank 0's verdict takes %zu bytes, which is not a verdict", len);
+        st = TCOMMS_ERR_PROTOCOL;
+    } else {
+        st = head.status;
+        snprintf(msg, cap, "%.*s", (int)head.msg_len, (const char *)val + sizeof(head));
+        if (st == TCOMMS_SUCCESS && head.ncolors != 0) {
+            if ((*table = malloc(head.ncolors * sizeof(int32_t))) == NULL) {
+                snprintf(msg, cap, "out of memory");
+                st = TCOMMS_ERR_NO_MEMORY;
+            } else {
+                memcpy(*table, (const char *)val + sizeof(head) + head.msg_len, head.ncolors * sizeof(int32_t));
+            }
+        }
+    }
+    free(val);
+    return st;
+}
+
+/* Every rank but 0: its vote, followed by the message of its refusal if it refused. */
+static tcomms_status_t send_vote(tcomms_comm_t *parent, const char *prefix, const tc_split_vote_t *vote,
+                                 const char *why)
+{
+    size_t why_len = vote->status != TCOMMS_SUCCESS ? strlen(why) : 0;
+    unsigned char *buf = malloc(sizeof(*vote) + why_len);
+    if (buf == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    memcpy(buf, vote, sizeof(*vote));
+    memcpy(buf + sizeof(*vote), why, why_len);
+    char key[TC_KEY_MAX];
+    snprintf(key, sizeof(key), "%sv%d", prefix, parent->rank);
+    tcomms_status_t st = tc_store_set(parent->store->store, key, buf, sizeof(*vote) + why_len);
+    free(buf);
+    return st;
+}
+
+/* A refusing rank tells the others and leaves at once: rank 0 through the verdict, the others through their vote. */
+static void refuse(tcomms_comm_t *parent, const char *prefix, const tc_split_vote_t *vote, const char *why)
+{
+    if (parent->rank != 0) {
+        send_vote(parent, prefix, vote, why);
+        return;
+    }
+    char msg[MSG_MAX + 64];
+    snprintf(msg, sizeof(msg), "parent rank 0 refused its arguments: %.*s", MSG_MAX, why);
+    publish(parent, prefix, vote->status, msg, NULL);
+}
+
+tcomms_status_t tc_split_agree(tcomms_comm_t *parent, uint64_t split, const tc_split_vote_t *vote,
+                               int32_t **colors)
+{
+    char prefix[TC_SUBPREFIX_MAX];
+    snprintf(prefix, sizeof(prefix), "%s/s%llu/a/", parent->prefix, (unsigned long long)split);
+    char msg[MSG_MAX + 64];
+    snprintf(msg, sizeof(msg), "%s", vote->status != TCOMMS_SUCCESS ? tcomms_last_error() : "");
+    int32_t *table = NULL;
+    tcomms_status_t st = vote->status;
+    if (parent->size == 1) {
+        if (st == TCOMMS_SUCCESS)
+            st = judge(vote, 1, msg, sizeof(msg), &table);
+    } else {
+        if (st != TCOMMS_SUCCESS) {
+            refuse(parent, prefix, vote, msg);
+        } else if (parent->rank == 0) {
+            st = collect(parent, prefix, vote, msg, sizeof(msg), &table);
+            tcomms_status_t set = publish(parent, prefix, st, msg, table);
+            if (st == TCOMMS_SUCCESS && set != TCOMMS_SUCCESS) {
+                st = set;
+                snprintf(msg, sizeof(msg), "publishing the verdict: %s", tcomms_last_error());
+            }
+        } else if ((st = send_vote(parent, prefix, vote, "")) != TCOMMS_SUCCESS) {
+            snprintf(msg, sizeof(msg), "sending this rank's call to parent rank 0: %s", tcomms_last_error());
+        } else {
+            st = await(parent, prefix, msg, sizeof(msg), &table);
+        }
+        tc_comm_cleanup_keys(parent, prefix, parent->size);
+    }
+    if (st != TCOMMS_SUCCESS) {
+        free(table);
+        return tc_error(st, "%s", msg);
+    }
+    if (colors != NULL)
+        *colors = table;
+    else
+        free(table);
+    return TCOMMS_SUCCESS;
+}
