@@ -14,6 +14,9 @@
 #define KEEP_SCRATCH (64u << 20)      /* scratch bytes kept by free tasks per communicator */
 #define BIG_BYTES (64u << 10)         /* a collective with a message this large or larger is "big" ... */
 #define BIG_RUNNING 2                 /* ... and at most this many big ones run at once per communicator */
+/* A receive this large may be a rendezvous (UCX_RNDV_THRESH may be set this low), whose end the receiver's worker
+ * still owes its sender after the receive completed: the progress thread lingers after such a task (progress.c). */
+#define OWE_BYTES 1024u
 
 static unsigned char empty_message; /* UCX wants a valid address even for zero bytes */
 
@@ -150,6 +153,7 @@ void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
                              .memory_type = UCS_MEMORY_TYPE_HOST};
     ucp_worker_h w = t->comm->ctx->worker;
     void *into = bytes ? buf : &empty_message;
+    t->owes |= bytes >= OWE_BYTES;
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg = ucp_tag_probe_nb(w, message_tag(t, peer, slot), UINT64_MAX, 1, &info);
     t->posting = 1;
@@ -260,7 +264,7 @@ static void finish(tcu_task_t *t)
     t->anext->aprev = t->aprev;
     t->anext = t->aprev = t;
     t->comm->ctx->nactive--;
-    t->comm->ctx->task_ended = 1;
+    t->comm->ctx->task_ended |= t->owes;
     t->comm->nactive--;
     t->comm->in_flight -= t->kind == TCU_KIND_COLL;
     if (t->big && !t->queued)
@@ -499,7 +503,7 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     t->status = TCOMMS_IN_PROGRESS;
     t->ucs_error = 0;
     t->error_peer = -1;
-    t->pending = t->ready = t->nreqs = t->posting = 0;
+    t->pending = t->ready = t->nreqs = t->posting = t->owes = 0;
     t->held = 1;
     t->big = kind == TCU_KIND_COLL && is_big(c, a, t->esize);
     t->queued = t->big && !big_slot_free(c);

@@ -61,6 +61,7 @@ struct tcu_task {
     int ready;              /* set by completion callbacks: the round is over or a request failed */
     int held;               /* the caller still holds the handle */
     int big;                /* a collective whose message is at least TCU_BIG_BYTES (engine.c) */
+    int owes;               /* received a message that may have come by rendezvous (engine.c: OWE_BYTES) */
     int queued;             /* posted, waiting for one of its communicator's big-collective slots */
     struct tcu_req *reqs;   /* UCX requests of the current round */
     int nreqs, cap_reqs;

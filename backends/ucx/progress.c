@@ -20,7 +20,7 @@
 #define THREAD_BURST 64                        /* progress calls per wake-up before the thread arms again */
 #define POLLS_PER_CHECK 16                     /* a waiting caller reads the clock once per this many polls */
 #define YIELD_AFTER_NS (1000ull * 1000)        /* a waiting caller polls this long before yielding between polls */
-#define LINGER_NS (1000ull * 1000 * 1000)      /* the thread serves the worker this long after the last task ended */
+#define LINGER_NS (1000ull * 1000 * 1000)     /* the thread serves the worker this long after the last task ended */
 
 uint64_t tcu_now_ns(void)
 {
@@ -185,10 +185,11 @@ int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
  * takes the core of a rank that is about to receive. So it does not listen to the worker's event fd by default; it
  * ticks (TICK_NS, or IDLE_NS after a second without posts) and only when the worker has work and nobody has waited
  * on or tested anything for a whole tick ("the caller is away") does it take over: progress, arm the worker, sleep
- * on its event fd, until the work ends or a caller is back. It uses trylock, so it never queues behind a caller
- * either. The worker has work while a task runs, and for LINGER_NS after the last one ended: an operation that
- * completed here may still owe its peer something UCX sends later (the acknowledgement that ends a rendezvous,
- * queued when the peer's FIFO was full), and that peer's send must not wait for this process's next call. */
+ * on its event fd, until the tasks end or a caller is back. It uses trylock, so it never queues behind a caller
+ * either. The worker has work while a task runs, and for LINGER_NS after the last one that received a large
+ * message ended (engine.c: OWE_BYTES); then the thread only progresses it once a tick, without arming. An
+ * operation that completed here may still owe its peer something UCX sends later (the acknowledgement that ends a
+ * rendezvous, queued when the peer's FIFO was full), and that peer's send must not wait for our next call. */
 static int has_work(tcu_ctx_t *c, uint64_t now)
 {
     if (c->task_ended) { /* set by the engine without a clock reading: start the linger here */
@@ -220,16 +221,13 @@ static uint64_t thread_turn(tcu_ctx_t *c, uint64_t *seen_epoch, int *away, int *
     }
     if (now >= c->next_check_ns) /* deadlines hold even if the caller never comes back */
         tcu_check_deadlines(c, now);
-    if (*away && has_work(c, now)) {
+    if (*away && c->nactive > 0) { /* a linger alone only ticks: events would wake the thread for nothing owed */
         ucs_status_t st = ucp_worker_arm(c->worker);
         if (st == UCS_ERR_BUSY)
             return 0;
         *armed = st == UCS_OK;
-        if (*armed) { /* until an event, the next deadline check or the linger's end */
-            uint64_t until = c->nactive > 0 || c->linger_until_ns > c->next_check_ns ? c->next_check_ns
-                                                                                      : c->linger_until_ns;
-            return until > now ? until - now : 0;
-        }
+        if (*armed)
+            return c->next_check_ns > now ? c->next_check_ns - now : 0;
     }
     *seen_epoch = c->wait_epoch;
     c->deep_sleep = c->nactive == 0 && now - c->last_post_ns > IDLE_AFTER_NS;

@@ -91,7 +91,8 @@ typedef struct tcu_ctx {
     uint64_t wait_epoch;    /* bumped by every wait and test: the thread sees whether a caller came by */
     uint64_t last_post_ns;  /* when the last operation was posted */
     int deep_sleep;         /* the thread sleeps IDLE_NS: a post wakes it (progress.c) */
-    int task_ended;         /* a task ended since the thread last looked: it serves the worker a while longer */
+    int task_ended;         /* a task that received a large message ended since the thread last looked: it serves
+                               the worker a while longer */
     uint64_t linger_until_ns; /* ... until then (progress.c) */
     uint64_t next_check_ns; /* when running tasks' deadlines are next checked */
 
