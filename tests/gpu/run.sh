@@ -6,6 +6,8 @@
 #   TCOMMS_GPU_BUILD   build directory holding tests/gpu/test_* (default: _gpu/build)
 #   TCOMMS_GPU_PREFIX  install prefix with lib/ and lib/tcomms/ (default: use the build tree's .libs)
 #   TCOMMS_TEST_CPU_BACKEND  CPU backend for the mixed tests (default: gloo, else ucx, whichever loads)
+#   TCOMMS_GPU_TESTS   which programs, in order (default: test_coll_cuda test_nccl test_fsdp_cuda)
+#   TCOMMS_GPU_TEST_TIMEOUT  seconds each program may run (default 420, 900 with 4 GPUs or more)
 set -u
 
 . "$(dirname "$0")/env.sh"
@@ -23,6 +25,8 @@ gpus=0
 if command -v nvidia-smi >/dev/null 2>&1; then
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 fi
+# With 4 GPUs each program runs its cases on 2 and on 4 ranks, so it takes more than twice as long.
+limit=${TCOMMS_GPU_TEST_TIMEOUT:-$([ "$gpus" -ge 4 ] && echo 900 || echo 420)}
 echo "tcomms GPU tests, $(date -u '+%Y-%m-%d %H:%M UTC'), build $build, modules $moddirs, logs $logdir"
 if [ "$gpus" -gt 0 ]; then
     nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
@@ -74,7 +78,7 @@ run_one() { # name, then environment assignments for it
     echo "$name: started"
     # Each case's line as it comes ("NAME: case ...: started", then "passed in T s"), so that a program killed
     # from outside shows which case it was in; the whole output goes to the log.
-    env "$@" timeout -k 10 "${TCOMMS_GPU_TEST_TIMEOUT:-420}" "$bin" 2>&1 | tee "$log" |
+    env "$@" timeout -k 10 "$limit" "$bin" 2>&1 | tee "$log" |
         grep --line-buffered -E "^$name: case " | sed -u 's/^/    /'
     rc=${PIPESTATUS[0]}
     t1=$(date +%s)
@@ -84,7 +88,7 @@ run_one() { # name, then environment assignments for it
             echo "SKIP $name: $(grep -m1 'SKIP' "$log" | sed "s/^$name: SKIP: //")"
             skipped=$((skipped + 1))
             return 0 ;;
-        124|137) echo "FAIL $name: killed after ${TCOMMS_GPU_TEST_TIMEOUT:-420} s"; failed=$((failed + 1)) ;;
+        124|137) echo "FAIL $name: killed after $limit s"; failed=$((failed + 1)) ;;
         *) echo "FAIL $name (exit $rc, $((t1 - t0)) s)"; failed=$((failed + 1)) ;;
     esac
     # What the program said about itself: its summary lines, skips inside it, and failures (first 40).
@@ -94,9 +98,13 @@ run_one() { # name, then environment assignments for it
     return 0
 }
 
-run_one test_coll_cuda TCOMMS_TEST_RANKS="${TCOMMS_GPU_RANKS:-2 4}"
-run_one test_nccl
-run_one test_fsdp_cuda
+for t in ${TCOMMS_GPU_TESTS:-test_coll_cuda test_nccl test_fsdp_cuda}; do
+    case $t in
+        test_coll_cuda) run_one test_coll_cuda TCOMMS_TEST_RANKS="${TCOMMS_GPU_RANKS:-2 4}" ;;
+        test_nccl | test_fsdp_cuda) run_one "$t" ;;
+        *) echo "FAIL $t: not a GPU test program (test_coll_cuda, test_nccl, test_fsdp_cuda)"; failed=$((failed + 1)) ;;
+    esac
+done
 
 echo "$passed passed, $failed failed, $skipped skipped"
 if [ "$failed" -gt 0 ]; then
