@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A rank whose operations are done leaves tcomms (here: a barrier over shared memory) while a peer's large send to
+/* A rank whose operations are done leaves tcomms (a barrier over shared memory, a sleep) while a peer's large send to
  * it still waits for what the receiver owes it (the end of a rendezvous): the send must complete anyway, promptly,
- * on every CPU backend. Rounds of {send/recv of 1 MiB + 3 shifted by 2, gather of 256 KiB to root 1}, then the
- * outside barrier; every wait must end within AWAY_BOUND_S, and every byte must be the sender's. */
+ * on every CPU backend. Two forms: rounds of {send/recv of 1 MiB + 3 shifted by 2, gather of 256 KiB to root 1}, then
+ * the outside barrier; and a sender whose receive queue a third rank floods with eager messages, so that the
+ * receiver's acknowledgement of the rendezvous must wait for room (UCX queues it, and only progress sends it). Every
+ * wait must end within its bound, and every byte must be the sender's. */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,6 +143,110 @@ static int away_rank(int rank, int size, void *arg)
     return fails;
 }
 
+/* ---- the flooded sender: rank 0 sends 1 MiB + 3 to rank 1 while rank 2 sends it FLOOD_MSGS eager messages; rank 1
+ * leaves for FLOOD_AWAY_MS as soon as its receive completed ---- */
+#define FLOOD_ROUNDS 16
+#define FLOOD_MSGS 64
+#define FLOOD_BYTES (256u << 10)
+#define FLOOD_AWAY_MS 700
+#define FLOOD_BOUND_S 0.5
+
+static int flood_round(tcomms_comm_t *comm, int rank, int round, unsigned char *big, unsigned char *msgs,
+                       double *worst)
+{
+    int fails = 0;
+    tcomms_work_t *w[FLOOD_MSGS];
+    /* the data first, so that after the barrier rank 0's send and rank 2's flood start together */
+    if (rank == 0)
+        fill(big, P2P_BYTES, 0, round, 0);
+    else if (rank == 1)
+        memset(big, 0, P2P_BYTES);
+    else
+        for (int i = 0; i < FLOOD_MSGS; i++)
+            fill(msgs + (size_t)i * FLOOD_BYTES, FLOOD_BYTES, 2, round * FLOOD_MSGS + i, 1);
+    if (tcomms_barrier(comm, NULL, NULL) != TCOMMS_SUCCESS)
+        return mrank_failf("FAIL rank %d, round %d: barrier: %s", rank, round, tcomms_last_error());
+    if (rank == 0) {
+        double t0 = mrank_now();
+        if (tcomms_send(comm, big, P2P_BYTES, TCOMMS_UINT8, 1, NULL, &w[0]) != TCOMMS_SUCCESS)
+            return mrank_failf("FAIL rank 0, round %d: posting the send: %s", round, tcomms_last_error());
+        tcomms_status_t st = tcomms_work_wait(w[0], 0);
+        double took = mrank_now() - t0;
+        tcomms_work_free(w[0]);
+        *worst = took > *worst ? took : *worst;
+        if (st != TCOMMS_SUCCESS || took > FLOOD_BOUND_S)
+            fails += mrank_failf("FAIL rank 0, round %d: the send to rank 1 took %.2f s (status %d; rank 1 left "
+                                 "once its receive completed)", round, took, st);
+        for (int i = 0; i < FLOOD_MSGS && fails == 0; i++) {
+            if (tcomms_recv(comm, msgs + (size_t)i * FLOOD_BYTES, FLOOD_BYTES, TCOMMS_UINT8, 2, NULL, NULL) !=
+                TCOMMS_SUCCESS)
+                fails += mrank_failf("FAIL rank 0, round %d: receive %d from rank 2: %s", round, i,
+                                     tcomms_last_error());
+            else if (first_wrong(msgs + (size_t)i * FLOOD_BYTES, FLOOD_BYTES, 2, round * FLOOD_MSGS + i, 1) <
+                     FLOOD_BYTES)
+                fails += mrank_failf("FAIL rank 0, round %d: message %d is not rank 2's", round, i);
+        }
+    } else if (rank == 1) {
+        if (tcomms_recv(comm, big, P2P_BYTES, TCOMMS_UINT8, 0, NULL, NULL) != TCOMMS_SUCCESS)
+            return mrank_failf("FAIL rank 1, round %d: the receive: %s", round, tcomms_last_error());
+        size_t bad = first_wrong(big, P2P_BYTES, 0, round, 0);
+        if (bad < P2P_BYTES)
+            fails += mrank_failf("FAIL rank 1, round %d: received byte %zu is not rank 0's", round, bad);
+        mrank_sleep_ms(FLOOD_AWAY_MS); /* away from tcomms, owing rank 0 the rendezvous' end */
+    } else {
+        for (int i = 0; i < FLOOD_MSGS; i++) {
+            if (tcomms_send(comm, msgs + (size_t)i * FLOOD_BYTES, FLOOD_BYTES, TCOMMS_UINT8, 0, NULL, &w[i]) !=
+                TCOMMS_SUCCESS) {
+                fails += mrank_failf("FAIL rank 2, round %d: send %d: %s", round, i, tcomms_last_error());
+                for (int k = 0; k < i; k++)
+                    tcomms_work_free(w[k]);
+                return fails;
+            }
+        }
+        for (int i = 0; i < FLOOD_MSGS; i++) {
+            if (tcomms_work_wait(w[i], 0) != TCOMMS_SUCCESS && fails++ == 0)
+                mrank_logf("FAIL rank 2, round %d: send %d: %s", round, i, tcomms_last_error());
+            tcomms_work_free(w[i]);
+        }
+    }
+    return fails;
+}
+
+static int flood_rank(int rank, int size, void *arg)
+{
+    (void)size;
+    shared_t *sh = arg;
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
+    p.backend = backends[sh->backend];
+    p.timeout_ms = OP_TIMEOUT_MS;
+    tcomms_comm_t *comm = NULL;
+    if (tcomms_comm_create(&p, &comm) != TCOMMS_SUCCESS)
+        return mrank_failf("FAIL rank %d, %s: tcomms_comm_create: %s", rank, p.backend, tcomms_last_error());
+    unsigned char *big = malloc(P2P_BYTES), *msgs = malloc((size_t)FLOOD_MSGS * FLOOD_BYTES);
+    int fails = big && msgs ? 0 : mrank_failf("FAIL rank %d: out of memory", rank);
+    double worst = 0;
+    for (int round = 1; round <= FLOOD_ROUNDS && fails == 0; round++)
+        fails += flood_round(comm, rank, round, big, msgs, &worst);
+    if (rank == 0)
+        mrank_logf("test_away: %s, flooded sender: longest send %.3f s", p.backend, worst);
+    free(big);
+    free(msgs);
+    tcomms_comm_destroy(comm);
+    return fails;
+}
+
+START_TEST(flooded_sender_completes_while_the_receiver_is_away)
+{
+    shared_t *sh = mrank_shared_alloc(sizeof *sh);
+    ck_assert_ptr_nonnull(sh);
+    sh->backend = _i;
+    int failing = mrank_run(3, flood_rank, sh, JOB_S);
+    ck_assert_msg(failing == 0, "%s, flooded sender: %d rank(s) failed (see stderr)", backends[_i], failing);
+    mrank_shared_free(sh, sizeof *sh);
+}
+END_TEST
+
 START_TEST(sends_complete_while_the_receiver_is_away)
 {
     shared_t *sh = mrank_shared_alloc(sizeof *sh);
@@ -165,6 +271,7 @@ int main(void)
     TCase *tc = tcase_create("away");
     tcase_set_timeout(tc, JOB_S + 10);
     tcase_add_loop_test(tc, sends_complete_while_the_receiver_is_away, 0, 2 * n);
+    tcase_add_loop_test(tc, flooded_sender_completes_while_the_receiver_is_away, 0, n);
     suite_add_tcase(s, tc);
     return check_run(s);
 }
