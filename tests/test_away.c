@@ -77,16 +77,27 @@ static int gather(tcomms_comm_t *comm, const void *mine, void *all, int root, in
     return timed_wait(w, rank, round, "the gather", worst);
 }
 
+/* A communicator on `backend` with OP_TIMEOUT_MS, or NULL (reported). */
+static tcomms_comm_t *open_comm(int rank, const char *backend)
+{
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
+    p.backend = backend;
+    p.timeout_ms = OP_TIMEOUT_MS;
+    tcomms_comm_t *comm = NULL;
+    if (tcomms_comm_create(&p, &comm) != TCOMMS_SUCCESS) {
+        mrank_failf("FAIL rank %d, %s: tcomms_comm_create: %s", rank, backend, tcomms_last_error());
+        return NULL;
+    }
+    return comm;
+}
+
 static int away_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backends[sh->backend];
-    p.timeout_ms = OP_TIMEOUT_MS;
-    tcomms_comm_t *comm = NULL;
-    if (tcomms_comm_create(&p, &comm) != TCOMMS_SUCCESS)
-        return mrank_failf("FAIL rank %d, %s: tcomms_comm_create: %s", rank, p.backend, tcomms_last_error());
+    tcomms_comm_t *comm = open_comm(rank, backends[sh->backend]);
+    if (comm == NULL)
+        return 1;
     unsigned char *out = malloc(P2P_BYTES), *in = malloc(P2P_BYTES), *mine = malloc(GATHER_BYTES);
     unsigned char *all = malloc((size_t)size * GATHER_BYTES);
     int to = (rank + 2) % size, from = (rank - 2 + 2 * size) % size, root = 1 % size, fails = 0;
@@ -134,7 +145,7 @@ static int away_rank(int rank, int size, void *arg)
     }
     if (!(out && in && mine && all))
         fails += mrank_failf("FAIL rank %d: out of memory", rank);
-    mrank_logf("test_away: %s, %d ranks, rank %d: longest wait %.3f s", p.backend, size, rank, worst);
+    mrank_logf("test_away: %s, %d ranks, rank %d: longest wait %.3f s", backends[sh->backend], size, rank, worst);
     free(out);
     free(in);
     free(mine);
@@ -216,20 +227,16 @@ static int flood_rank(int rank, int size, void *arg)
 {
     (void)size;
     shared_t *sh = arg;
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backends[sh->backend];
-    p.timeout_ms = OP_TIMEOUT_MS;
-    tcomms_comm_t *comm = NULL;
-    if (tcomms_comm_create(&p, &comm) != TCOMMS_SUCCESS)
-        return mrank_failf("FAIL rank %d, %s: tcomms_comm_create: %s", rank, p.backend, tcomms_last_error());
+    tcomms_comm_t *comm = open_comm(rank, backends[sh->backend]);
+    if (comm == NULL)
+        return 1;
     unsigned char *big = malloc(P2P_BYTES), *msgs = malloc((size_t)FLOOD_MSGS * FLOOD_BYTES);
     int fails = big && msgs ? 0 : mrank_failf("FAIL rank %d: out of memory", rank);
     double worst = 0;
     for (int round = 1; round <= FLOOD_ROUNDS && fails == 0; round++)
         fails += flood_round(comm, rank, round, big, msgs, &worst);
     if (rank == 0)
-        mrank_logf("test_away: %s, flooded sender: longest send %.3f s", p.backend, worst);
+        mrank_logf("test_away: %s, flooded sender: longest send %.3f s", backends[sh->backend], worst);
     free(big);
     free(msgs);
     tcomms_comm_destroy(comm);

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check_run.h"
+#include "mrank.h"
 #include "store.h"
 
 #define ck_ok(expr)                                                                                                   \
@@ -39,15 +39,7 @@ static void teardown(void)
 
 static uint64_t ms_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    return (uint64_t)(mrank_now() * 1000.0);
 }
 
 /* Start the server after setting the limits under test (NULL: the variable is left unset). */
@@ -133,7 +125,7 @@ START_TEST(test_handshake_deadline)
     ck_assert_msg(closed_within(idle, 3000), "an idle connection was still open after 3000 ms (deadline 300 ms)");
     ck_assert_uint_ge(ms_now() - t0, 200);
     close(idle);
-    msleep(400);
+    mrank_sleep_ms(400);
     roundtrip(s, "still-here"); /* admitted long before, idle past the deadline */
     tc_store_free(s);
 }
@@ -150,7 +142,7 @@ START_TEST(test_pending_cap)
     int fds[N], closed = 0;
     for (int i = 0; i < N; i++)
         fds[i] = idle_socket();
-    for (uint64_t end = ms_now() + 5000; ms_now() < end && closed < N - CAP; msleep(20)) {
+    for (uint64_t end = ms_now() + 5000; ms_now() < end && closed < N - CAP; mrank_sleep_ms(20)) {
         closed = 0;
         for (int i = 0; i < N; i++)
             closed += closed_by_server(fds[i]);
@@ -186,7 +178,7 @@ START_TEST(test_conn_cap)
         roundtrip(in[i], key);
     }
     tc_store_free(in[0]);
-    msleep(100);
+    mrank_sleep_ms(100);
     in[0] = client(NULL);
     roundtrip(in[0], "again");
     for (int i = 0; i < CAP; i++)
