@@ -1,5 +1,5 @@
 /* run_child: the program tests/test_run.c starts under tcomms-run. Options, acted on in this order, make a rank
- * record its pid, print its environment (the bootstrap or the store's), its CPUs or odd output, fork a descendant, trap signals, fail, or sleep,
+ * record its pid, print its environment (the bootstrap, torchrun's or the store's), its CPUs or odd output, fork a descendant, trap signals, fail, or sleep,
  * so the tests can check from outside what the launcher set, relayed and cleaned up. */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,7 +69,7 @@ int main(int argc, char **argv)
 {
     const char *dir = NULL, *partial = NULL;
     int print_cpus = 0, print_env = 0, stderr_line = 0, trap = 0, ignore_term = 0, grandchild = 0;
-    int quiet_grandchild = 0, input = 0, print_store = 0;
+    int quiet_grandchild = 0, input = 0, print_store = 0, print_torch = 0;
     int exit_rank = -1, exit_code = 0, kill_rank = -1, args_from = -1;
     long long_bytes = 0, sleep_s = 0, yes_ms = 0;
 
@@ -80,6 +80,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--print-env") == 0) print_env = 1;
         else if (strcmp(a, "--print-cpus") == 0) print_cpus = 1;
         else if (strcmp(a, "--print-store") == 0) print_store = 1;
+        else if (strcmp(a, "--print-torch") == 0) print_torch = 1;
         else if (strcmp(a, "--stderr-line") == 0) stderr_line = 1;
         else if (strcmp(a, "--stdin") == 0) input = 1;
         else if (strcmp(a, "--partial") == 0 && has1) partial = argv[++i];
@@ -151,6 +152,13 @@ int main(int argc, char **argv)
         printf("rank=%s size=%s local_rank=%s local_size=%s addr=%s port=%s backend=%s\n", env_or_unset("TCOMMS_RANK"),
                env_or_unset("TCOMMS_SIZE"), env_or_unset("TCOMMS_LOCAL_RANK"), env_or_unset("TCOMMS_LOCAL_SIZE"),
                env_or_unset("TCOMMS_MASTER_ADDR"), env_or_unset("TCOMMS_MASTER_PORT"), env_or_unset("TCOMMS_BACKEND"));
+    if (print_torch) /* torchrun's variables, then tcomms' to compare them with */
+        printf("torch rank=%s world_size=%s local_rank=%s local_world_size=%s group_rank=%s addr=%s port=%s "
+               "tcomms_rank=%s tcomms_size=%s tcomms_port=%s\n",
+               env_or_unset("RANK"), env_or_unset("WORLD_SIZE"), env_or_unset("LOCAL_RANK"),
+               env_or_unset("LOCAL_WORLD_SIZE"), env_or_unset("GROUP_RANK"), env_or_unset("MASTER_ADDR"),
+               env_or_unset("MASTER_PORT"), env_or_unset("TCOMMS_RANK"), env_or_unset("TCOMMS_SIZE"),
+               env_or_unset("TCOMMS_MASTER_PORT"));
     if (print_store)
         printf("token=%s bind=%s\n", env_or_unset("TCOMMS_STORE_TOKEN"), env_or_unset("TCOMMS_STORE_BIND_ADDR"));
     for (int i = args_from; i > 0 && i < argc; i++) printf("arg=%s\n", argv[i]);

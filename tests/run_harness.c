@@ -177,6 +177,13 @@ void run_launcher(const char *const *args, launch_t *l)
         setenv("TCOMMS_LOCAL_RANK", "99", 1);
         setenv("TCOMMS_MASTER_ADDR", "10.0.0.1", 1);
         setenv("TCOMMS_MASTER_PORT", "1", 1);
+        setenv("RANK", "99", 1); /* and torchrun's, from an outer launcher */
+        setenv("WORLD_SIZE", "99", 1);
+        setenv("LOCAL_RANK", "99", 1);
+        setenv("LOCAL_WORLD_SIZE", "99", 1);
+        setenv("GROUP_RANK", "7", 1);
+        setenv("MASTER_ADDR", "10.0.0.1", 1);
+        setenv("MASTER_PORT", "1", 1);
         if (l->backend) setenv("TCOMMS_BACKEND", l->backend, 1);
         else unsetenv("TCOMMS_BACKEND");
         setenv("TCOMMS_STORE_BIND_ADDR", "0.0.0.0", 1);

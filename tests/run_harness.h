@@ -35,8 +35,8 @@ int64_t now_ms(void);
 void sleep_ms(long ms);
 
 /* Run tcomms-run with `args` (NULL-terminated), collecting its output and wait status into *l. The launcher's
- * environment carries stale TCOMMS_* values (rank 99, master 10.0.0.1:1, store bound to 0.0.0.0) that it must
- * override. Fails the test when the launch takes over LAUNCH_LIMIT_MS. */
+ * environment carries stale TCOMMS_* values (rank 99, master 10.0.0.1:1, store bound to 0.0.0.0) and torchrun's
+ * (RANK 99, GROUP_RANK 7, MASTER_ADDR 10.0.0.1, MASTER_PORT 1) that it must override. Fails the test when the launch takes over LAUNCH_LIMIT_MS. */
 void run_launcher(const char *const *args, launch_t *l);
 void launch_free(launch_t *l);
 /* tcomms-run's exit status, or 1000 + the signal that killed it. */

@@ -1,5 +1,6 @@
-/* Tests of tools/run/tcomms-run (through tests/run_harness.c): the environment the ranks get, output relay, CPU
- * binding, and that failures, signals, timeouts and the launcher's own death take every rank down. */
+/* Tests of tools/run/tcomms-run (through tests/run_harness.c): the environment the ranks get (tcomms' and
+ * torchrun's), output relay, CPU binding, and that failures, signals, timeouts and the launcher's own death take
+ * every rank down. */
 #include <check.h>
 #include <errno.h>
 #include <sched.h>
@@ -132,6 +133,71 @@ START_TEST(test_store_token_and_bind)
         }
         launch_free(&l);
     }
+}
+END_TEST
+
+/* What run_child --print-torch prints: torchrun's variables, then tcomms' to compare them with. */
+typedef struct torch_env {
+    int rank, world_size, local_rank, local_world_size, group_rank, port, tcomms_rank, tcomms_size, tcomms_port;
+    char addr[64];
+} torch_env_t;
+
+/* Rank r's line ("[r] torch rank=0 ..."); 0 when it is missing or a variable is unset or not a number. */
+static int rank_torch(const char *out, int r, torch_env_t *t)
+{
+    char head[32];
+    snprintf(head, sizeof head, "[%d] torch ", r);
+    const char *p = strstr(out, head);
+    while (p && p != out && p[-1] != '\n') p = strstr(p + 1, head);
+    return p && sscanf(p + strlen(head),
+                       "rank=%d world_size=%d local_rank=%d local_world_size=%d group_rank=%d addr=%63s port=%d "
+                       "tcomms_rank=%d tcomms_size=%d tcomms_port=%d",
+                       &t->rank, &t->world_size, &t->local_rank, &t->local_world_size, &t->group_rank, t->addr,
+                       &t->port, &t->tcomms_rank, &t->tcomms_size, &t->tcomms_port) == 10;
+}
+
+/* Every rank has torchrun's variables, agreeing with tcomms' (the stale ones run_launcher plants are replaced), and
+ * MASTER_PORT is a second port, the same in every rank: `torch_port`, or (0) one other than TCOMMS_MASTER_PORT. */
+static void check_torch_env(const char *const *args, int nranks, int port, int torch_port)
+{
+    launch_t l = {0};
+    run_launcher(args, &l);
+    ck_assert_int_eq(exit_status(&l), 0);
+    torch_env_t t0 = {0};
+    for (int r = 0; r < nranks; r++) {
+        torch_env_t t;
+        ck_assert_msg(rank_torch(l.out, r, &t), "no complete torch line of rank %d in:\n%s", r, l.out);
+        ck_assert_int_eq(t.rank, r);
+        ck_assert_int_eq(t.tcomms_rank, r);
+        ck_assert_int_eq(t.world_size, nranks);
+        ck_assert_int_eq(t.tcomms_size, nranks);
+        ck_assert_int_eq(t.local_rank, r);
+        ck_assert_int_eq(t.local_world_size, nranks);
+        ck_assert_int_eq(t.group_rank, 0);
+        ck_assert_str_eq(t.addr, "127.0.0.1");
+        ck_assert_int_gt(t.port, 1); /* 1 is the stale MASTER_PORT */
+        ck_assert_int_le(t.port, 65535);
+        ck_assert_int_ne(t.port, t.tcomms_port);
+        if (port) ck_assert_int_eq(t.tcomms_port, port);
+        if (torch_port) ck_assert_int_eq(t.port, torch_port);
+        if (r == 0) t0 = t;
+        ck_assert_int_eq(t.port, t0.port);
+        ck_assert_int_eq(t.tcomms_port, t0.tcomms_port);
+    }
+    ck_assert_int_eq(count_lines(l.out), nranks);
+    launch_free(&l);
+}
+
+START_TEST(test_torch_env)
+{
+    const char *free_ports[] = {"-n", "3", child, "--print-torch", NULL};
+    const char *port_only[] = {"--port", "23456", "-n", "2", child, "--print-torch", NULL};
+    const char *both[] = {"--torch-port=23457", "--port", "23456", "-n", "2", child, "--print-torch", NULL};
+    const char *torch_only[] = {"--torch-port", "23457", "-n", "2", child, "--print-torch", NULL};
+    check_torch_env(free_ports, 3, 0, 0);
+    check_torch_env(port_only, 2, 23456, 0);
+    check_torch_env(both, 2, 23456, 23457);
+    check_torch_env(torch_only, 2, 0, 23457);
 }
 END_TEST
 
@@ -459,6 +525,11 @@ static const struct {
     {{"-n", "2", "--timeout", "soon", "prog", NULL}, "'soon'"},
     {{"-n", "2", "--port", "70000", "prog", NULL}, "'70000'"},
     {{"-n", "2", "--port=", "prog", NULL}, "--port"},
+    {{"-n", "2", "--torch-port", "0", "prog", NULL}, "--torch-port needs a port from 1 to 65535, not '0'"},
+    {{"-n", "2", "--torch-port", "70000", "prog", NULL}, "'70000'"},
+    {{"-n", "2", "--torch-port", "abc", "prog", NULL}, "'abc'"},
+    {{"-n", "2", "--torch-port=", "prog", NULL}, "--torch-port"},
+    {{"-n", "2", "--port", "23456", "--torch-port", "23456", "prog", NULL}, "--torch-port must differ from --port"},
     {{"-n", "2", "--backend", "", "prog", NULL}, "--backend"},
 };
 
@@ -501,6 +572,7 @@ int main(void)
     tcase_add_test(tc, test_cpu_bind);
     tcase_add_test(tc, test_backend_inherited);
     tcase_add_test(tc, test_store_token_and_bind);
+    tcase_add_test(tc, test_torch_env);
     tcase_add_test(tc, test_program_args_untouched);
     tcase_add_test(tc, test_stdin_to_rank0);
     tcase_add_test(tc, test_long_and_partial_lines);

@@ -16,11 +16,16 @@ static void usage(FILE *f)
           "Start N ranks of PROGRAM on this host with the environment tcomms reads: TCOMMS_RANK, TCOMMS_SIZE,\n"
           "TCOMMS_LOCAL_RANK, TCOMMS_LOCAL_SIZE, TCOMMS_MASTER_ADDR=127.0.0.1 and TCOMMS_MASTER_PORT; the store\n"
           "bound to 127.0.0.1 with a fresh random TCOMMS_STORE_TOKEN (unless TCOMMS_STORE_TOKEN is set).\n"
+          "Each rank also gets torchrun's variables, so that a PyTorch program's init_process_group (env://) works\n"
+          "unchanged: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK=0, MASTER_ADDR=127.0.0.1 and\n"
+          "MASTER_PORT. That is a second port: rank 0 may bind both, tcomms' store on TCOMMS_MASTER_PORT and\n"
+          "torch's TCPStore on MASTER_PORT. Inherited values of all these variables are replaced.\n"
           "\n"
           "  -n N               number of ranks, 1 to 4096\n"
           "  --backend B        set TCOMMS_BACKEND=B in every rank (e.g. gloo, or cpu:gloo,cuda:nccl)\n"
           "  --timeout SECONDS  end the job when it runs longer than this (exit status 124)\n"
-          "  --port P           master port (default: a free port on 127.0.0.1)\n"
+          "  --port P           TCOMMS_MASTER_PORT (default: a free port on 127.0.0.1)\n"
+          "  --torch-port P     MASTER_PORT, other than --port (default: another free port on 127.0.0.1)\n"
           "  --cpu-bind auto|none  auto: each rank on its own contiguous block of the CPUs tcomms-run may use\n"
           "                     (default none: the ranks inherit tcomms-run's CPUs)\n"
           "  --tag-output       prefix every output line with \"[RANK] \" (the default)\n"
@@ -88,6 +93,10 @@ static int parse_value(const char *opt, const char *val, run_opts_t *o)
         if (parse_long(val, 1, 65535, &v) != 0)
             return usage_error("--port needs a port from 1 to 65535, not '%s'", val);
         o->port = (int)v;
+    } else if (strcmp(opt, "--torch-port") == 0) {
+        if (parse_long(val, 1, 65535, &v) != 0)
+            return usage_error("--torch-port needs a port from 1 to 65535, not '%s'", val);
+        o->torch_port = (int)v;
     } else if (strcmp(opt, "--cpu-bind") == 0) {
         if (strcmp(val, "auto") != 0 && strcmp(val, "none") != 0)
             return usage_error("--cpu-bind takes auto or none, not '%s'", val);
@@ -108,7 +117,7 @@ static int parse_value(const char *opt, const char *val, run_opts_t *o)
 
 int run_parse_args(int argc, char **argv, run_opts_t *o)
 {
-    static const char *const valued[] = {"-n", "--backend", "--timeout", "--port", "--cpu-bind"};
+    static const char *const valued[] = {"-n", "--backend", "--timeout", "--port", "--torch-port", "--cpu-bind"};
     int i = 1;
     memset(o, 0, sizeof *o);
     o->tag = 1;
@@ -143,6 +152,8 @@ int run_parse_args(int argc, char **argv, run_opts_t *o)
     }
     if (o->nranks == 0) return usage_error("missing -n N, the number of ranks to start%s", "");
     if (i >= argc) return usage_error("missing PROGRAM to run%s", "");
+    if (o->port != 0 && o->port == o->torch_port)
+        return usage_error("--torch-port must differ from --port: rank 0 may bind both%s", "");
     o->argv = argv + i;
     return -1;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The environment tcomms-run gives its ranks: the caller's, with the bootstrap variables tcomms reads replaced, and
- * the rendezvous store locked to this job: bound to 127.0.0.1 (every rank is on this host) and guarded by a fresh
- * random token unless the caller chose one. tcomms-run.c rewrites the per-rank variables before each spawn. */
+/* The environment tcomms-run gives its ranks: the caller's, with the bootstrap variables tcomms reads and those
+ * torchrun sets replaced, and the rendezvous store locked to this job: bound to 127.0.0.1 (every rank is on this
+ * host) and guarded by a fresh random token unless the caller chose one. tcomms-run.c rewrites the per-rank
+ * variables before each spawn. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -49,48 +50,63 @@ static int make_token(char *hex)
     return 0;
 }
 
-char **run_build_env(const run_opts_t *o, int port, char *rank_var, char *local_var)
+void run_rank_vars_set(run_rank_vars_t *v, int r)
+{
+    snprintf(v->rank, sizeof v->rank, "TCOMMS_RANK=%d", r);
+    snprintf(v->local_rank, sizeof v->local_rank, "TCOMMS_LOCAL_RANK=%d", r);
+    snprintf(v->torch_rank, sizeof v->torch_rank, "RANK=%d", r);
+    snprintf(v->torch_local_rank, sizeof v->torch_local_rank, "LOCAL_RANK=%d", r);
+}
+
+/* `var` ("NAME=value") sets the same variable as `ours` ("NAME=..."). */
+static int same_name(const char *var, const char *ours)
+{
+    size_t len = strcspn(ours, "=") + 1;
+    return strncmp(var, ours, len) == 0;
+}
+
+char **run_build_env(const run_opts_t *o, int port, int torch_port, run_rank_vars_t *v)
 {
     extern char **environ;
-    /* Replaced in every rank; TCOMMS_BACKEND only with --backend, TCOMMS_STORE_TOKEN only when the caller set none. */
-    static const char *const ours[] = {"TCOMMS_RANK=", "TCOMMS_SIZE=", "TCOMMS_LOCAL_RANK=", "TCOMMS_LOCAL_SIZE=",
-                                       "TCOMMS_MASTER_ADDR=", "TCOMMS_MASTER_PORT=", "TCOMMS_STORE_BIND_ADDR=",
-                                       "TCOMMS_BACKEND="};
-    size_t nours = o->backend ? 8 : 7;
-    static char size_var[32], lsize_var[32], port_var[32], addr_var[] = "TCOMMS_MASTER_ADDR=127.0.0.1",
-                bind_var[] = "TCOMMS_STORE_BIND_ADDR=127.0.0.1", token_var[sizeof "TCOMMS_STORE_TOKEN=" +
-                                                                           2 * TOKEN_BYTES];
+    static char size_var[32], lsize_var[32], port_var[32], world_var[32], lworld_var[32], torch_port_var[32],
+        addr_var[] = "TCOMMS_MASTER_ADDR=127.0.0.1", bind_var[] = "TCOMMS_STORE_BIND_ADDR=127.0.0.1",
+        group_var[] = "GROUP_RANK=0", torch_addr_var[] = "MASTER_ADDR=127.0.0.1",
+        token_var[sizeof "TCOMMS_STORE_TOKEN=" + 2 * TOKEN_BYTES];
     const char *user_token = getenv("TCOMMS_STORE_TOKEN");
     if (user_token == NULL || *user_token == '\0') {
         memcpy(token_var, "TCOMMS_STORE_TOKEN=", sizeof "TCOMMS_STORE_TOKEN=");
         if (make_token(token_var + strlen(token_var)) != 0) return NULL;
     }
-    size_t n = 0, k = 0;
-    while (environ[n]) n++;
-    size_t backend_len = o->backend ? strlen(o->backend) + sizeof "TCOMMS_BACKEND=" : 0;
-    char **env = calloc(1, (n + 10) * sizeof *env + backend_len);
-    if (!env) return NULL;
-    char *backend_var = o->backend ? (char *)(env + n + 10) : NULL;
-    if (backend_var) snprintf(backend_var, backend_len, "TCOMMS_BACKEND=%s", o->backend);
-    for (size_t i = 0; i < n; i++) {
-        int drop = user_token != NULL && *user_token == '\0' &&
-                   strncmp(environ[i], "TCOMMS_STORE_TOKEN=", strlen("TCOMMS_STORE_TOKEN=")) == 0;
-        for (size_t j = 0; j < nours && !drop; j++)
-            drop = strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
-        if (!drop) env[k++] = environ[i];
-    }
+    run_rank_vars_set(v, 0);
     snprintf(size_var, sizeof size_var, "TCOMMS_SIZE=%d", o->nranks);
     snprintf(lsize_var, sizeof lsize_var, "TCOMMS_LOCAL_SIZE=%d", o->nranks);
     snprintf(port_var, sizeof port_var, "TCOMMS_MASTER_PORT=%d", port);
-    env[k++] = rank_var;
-    env[k++] = size_var;
-    env[k++] = local_var;
-    env[k++] = lsize_var;
-    env[k++] = addr_var;
-    env[k++] = port_var;
-    env[k++] = bind_var;
-    if (token_var[0] != '\0') env[k++] = token_var;
-    if (backend_var) env[k++] = backend_var;
+    snprintf(world_var, sizeof world_var, "WORLD_SIZE=%d", o->nranks);
+    snprintf(lworld_var, sizeof lworld_var, "LOCAL_WORLD_SIZE=%d", o->nranks);
+    snprintf(torch_port_var, sizeof torch_port_var, "MASTER_PORT=%d", torch_port);
+    /* What every rank gets, tcomms' then torchrun's (as torchrun sets them for one node); an inherited variable of
+     * the same name is dropped. TCOMMS_BACKEND only with --backend (filled in below), TCOMMS_STORE_TOKEN only when
+     * the caller set none. */
+    enum { BACKEND_AT = 8 };
+    char *ours[] = {v->rank, size_var, v->local_rank, lsize_var, addr_var, port_var, bind_var,
+                    token_var[0] != '\0' ? token_var : NULL, NULL /* BACKEND_AT */, v->torch_rank, world_var,
+                    v->torch_local_rank, lworld_var, group_var, torch_addr_var, torch_port_var};
+    size_t nours = sizeof ours / sizeof ours[0], n = 0, k = 0;
+    while (environ[n]) n++;
+    size_t backend_len = o->backend ? strlen(o->backend) + sizeof "TCOMMS_BACKEND=" : 0;
+    char **env = calloc(1, (n + nours + 1) * sizeof *env + backend_len);
+    if (!env) return NULL;
+    if (o->backend) {
+        ours[BACKEND_AT] = (char *)(env + n + nours + 1);
+        snprintf(ours[BACKEND_AT], backend_len, "TCOMMS_BACKEND=%s", o->backend);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int drop = 0;
+        for (size_t j = 0; j < nours && !drop; j++) drop = ours[j] != NULL && same_name(environ[i], ours[j]);
+        if (!drop) env[k++] = environ[i];
+    }
+    for (size_t j = 0; j < nours; j++)
+        if (ours[j] != NULL) env[k++] = ours[j];
     env[k] = NULL;
     return env;
 }

@@ -20,7 +20,8 @@ typedef struct run_opts {
     int nranks;
     const char *backend; /* NULL: TCOMMS_BACKEND is left as inherited */
     double timeout_s;    /* 0: none */
-    int port;            /* 0: pick a free one */
+    int port;            /* TCOMMS_MASTER_PORT; 0: pick a free one */
+    int torch_port;      /* MASTER_PORT, for torch's own store; 0: pick a free one, not `port` */
     int tag;
     int cpu_bind;        /* --cpu-bind auto: each rank on its own block of the launcher's CPUs */
     char **argv;         /* PROGRAM ARGS..., NULL-terminated */
@@ -31,10 +32,17 @@ typedef struct run_opts {
 int run_bind_rank(int r, int n);
 void run_bind_restore(void);
 
+/* rank_env.c: the variables that differ between ranks, tcomms' and torchrun's; run_rank_vars_set writes rank r's
+ * into them before each spawn. */
+typedef struct run_rank_vars {
+    char rank[32], local_rank[32], torch_rank[32], torch_local_rank[32];
+} run_rank_vars_t;
+void run_rank_vars_set(run_rank_vars_t *v, int r);
+
 /* rank_env.c: the ranks' environment (one allocation, for one free()): ours without the variables we set, then
- * ours, pointing at rank_var and local_var, which the caller rewrites before each spawn. NULL with errno when out of
- * memory or when no random token could be made. */
-char **run_build_env(const run_opts_t *o, int port, char *rank_var, char *local_var);
+ * ours: tcomms' (store on `port`) and torchrun's (MASTER_PORT = `torch_port`), the per-rank ones pointing into *v.
+ * NULL with errno when out of memory or when no random token could be made. */
+char **run_build_env(const run_opts_t *o, int port, int torch_port, run_rank_vars_t *v);
 
 /* spawn.c: start one rank of PROGRAM in its own process group, killed (SIGKILL) if tcomms-run dies. */
 typedef struct run_spawn {

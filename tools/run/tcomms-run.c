@@ -247,7 +247,7 @@ static void fail(run_job_t *job, int code, int send_term)
     terminate(job, send_term);
 }
 
-static int spawn_rank(run_job_t *job, int r, char **env, char *rank_var, char *local_var, int sigpipe_changed)
+static int spawn_rank(run_job_t *job, int r, char **env, run_rank_vars_t *vars, int sigpipe_changed)
 {
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -258,8 +258,7 @@ static int spawn_rank(run_job_t *job, int r, char **env, char *rank_var, char *l
         }
         return 1;
     }
-    snprintf(rank_var, 32, "TCOMMS_RANK=%d", r);
-    snprintf(local_var, 32, "TCOMMS_LOCAL_RANK=%d", r);
+    run_rank_vars_set(vars, r);
     /* A rank in the background process group would be stopped by SIGTTIN reading a terminal: only rank 0 reads
      * our stdin, and only when it is a file or a pipe. */
     run_spawn_t sp = {.argv = job->opts.argv, .env = env, .out_fd = out[1], .err_fd = err[1],
@@ -404,6 +403,17 @@ static void run_loop(run_job_t *job)
     }
 }
 
+/* A free port other than `other` (0: any); -1 with errno when none was found. */
+static int free_port_except(int other)
+{
+    for (int tries = 0; tries < 10; tries++) {
+        int p = run_free_port();
+        if (p < 0 || p != other) return p;
+    }
+    errno = EADDRINUSE;
+    return -1;
+}
+
 /* Nothing outlives the launcher: kill what is left in every group, reap every rank, flush what was read. */
 static void finish(run_job_t *job)
 {
@@ -419,15 +429,18 @@ static void finish(run_job_t *job)
 int main(int argc, char **argv)
 {
     run_job_t job;
-    char rank_var[32], local_var[32];
+    run_rank_vars_t vars;
     int sigpipe_changed = 0, rc;
 
     memset(&job, 0, sizeof job);
     rc = run_parse_args(argc, argv, &job.opts);
     if (rc >= 0) return rc;
     open_std_fds();
-    int port = job.opts.port ? job.opts.port : run_free_port();
-    if (port < 0) {
+    /* Rank 0 binds two ports: tcomms' store on TCOMMS_MASTER_PORT, torch's TCPStore on MASTER_PORT. */
+    int port = job.opts.port ? job.opts.port : free_port_except(job.opts.torch_port);
+    int torch_port = job.opts.torch_port;
+    if (port > 0 && torch_port == 0) torch_port = free_port_except(port);
+    if (port < 0 || torch_port < 0) {
         fprintf(stderr, "tcomms-run: cannot find a free port on 127.0.0.1: %s\n", strerror(errno));
         return 1;
     }
@@ -436,7 +449,7 @@ int main(int argc, char **argv)
     job.pfd = calloc(2 * (size_t)n + 1, sizeof *job.pfd);
     job.pfd_stream = calloc(2 * (size_t)n + 1, sizeof *job.pfd_stream);
     job.scratch = malloc(32 + RUN_LINE_MAX + 1);
-    char **env = run_build_env(&job.opts, port, rank_var, local_var);
+    char **env = run_build_env(&job.opts, port, torch_port, &vars);
     job.exit_code = 1;
     if (!env) {
         fprintf(stderr, "tcomms-run: cannot build the ranks' environment (a random store token): %s\n",
@@ -454,7 +467,7 @@ int main(int argc, char **argv)
     job.exit_code = -1;
     job.timeout_at = job.opts.timeout_s > 0 ? now_ms() + (int64_t)(job.opts.timeout_s * 1000) : -1;
     for (int r = 0; r < n; r++) {
-        rc = spawn_rank(&job, r, env, rank_var, local_var, sigpipe_changed);
+        rc = spawn_rank(&job, r, env, &vars, sigpipe_changed);
         if (rc != 0) {
             fail(&job, rc, 1);
             break;
