@@ -32,6 +32,8 @@ def parse_args():
                    help="explicit prefetch depth (set_modules_to_forward/backward_prefetch), as fsdp_bench's; "
                         "0: FSDP2's default implicit prefetch")
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--backend", choices=["nccl", "tcomms"], default="nccl",
+                   help="torch.distributed backend: torch's own nccl, or tcomms (the tcomms Python package)")
     a = p.parse_args()
     for name in ("layers", "dim", "tokens", "micro", "steps"):
         if getattr(a, name) < 1:
@@ -94,7 +96,9 @@ def main():
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
+    if a.backend == "tcomms":
+        import tcomms.torch  # noqa: F401 - registers the backend
+    dist.init_process_group(a.backend, device_id=dev)
     rank, size = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(1000)  # the same initial weights on every rank, as fsdp_bench loads them
@@ -139,7 +143,8 @@ def main():
         v = torch.cuda.nccl.version()
         nccl = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
         print(f"# torch {torch.__version__} nccl {nccl} gpu {torch.cuda.get_device_name(dev)}")
-        print(f"fsdp_bench impl=fsdp2 mode=full layers={a.layers} dim={a.dim} tokens={a.tokens} micro={a.micro} "
+        print(f"fsdp_bench impl=fsdp2 backend={a.backend} mode=full layers={a.layers} dim={a.dim} "
+              f"tokens={a.tokens} micro={a.micro} "
               f"dtype={a.dtype} reduce={a.reduce_dtype} strategy={a.strategy} prefetch={prefetch} ranks={size} "
               f"steps={a.steps} "
               f"step_ms_median={med:.3f} min={min(gpu_ms):.3f} max={max(gpu_ms):.3f} "

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-# torch_bench: the torch.distributed (ProcessGroupNCCL) side of bench/compare-nccl. It runs tcomms-perf's collectives
-# through torch's own calls on CUDA tensors and prints tcomms-perf's table and JSON with backend "torch-nccl". Under
+# torch_bench: the torch.distributed side of bench/compare-nccl (ProcessGroupNCCL; tcomms with --backend tcomms). It
+# runs tcomms-perf's collectives through torch's own calls on CUDA tensors and prints tcomms-perf's table and JSON
+# with backend "torch-nccl" (or "torch-tcomms"). Under
 # torchrun it uses torchrun's ranks; otherwise it spawns -g N ranks (default: every GPU) on this host.
 """usage: torch_bench.py COLL [options]   (COLL, all, or a comma-separated list; options as tcomms-perf:
 -b -e -f -i -n -w -c -d -o -r -a -z -J -L, plus -g N ranks to spawn when not under torchrun). torch's natural call of each collective is timed and
@@ -71,6 +72,8 @@ def parse(argv):
     ap.add_argument("-J", "--json")
     ap.add_argument("-L", "--label")
     ap.add_argument("-g", "--ngpus", type=int, default=0)
+    ap.add_argument("--backend", choices=["nccl", "tcomms"], default="nccl",
+                    help="torch.distributed backend: torch's own nccl, or tcomms (the tcomms Python package)")
     a = ap.parse_args(argv)
     if a.minbytes > a.maxbytes:
         ap.error(f"-b ({a.minbytes}) is larger than -e ({a.maxbytes})")
@@ -256,12 +259,14 @@ def worker(rank, n, a):
     else:
         torch.cuda.set_device(rank)
     device = torch.device("cuda", torch.cuda.current_device())
-    dist.init_process_group("nccl", rank=rank, world_size=n, device_id=device)
+    if a.backend == "tcomms":
+        import tcomms.torch  # noqa: F401 - registers the backend
+    dist.init_process_group(a.backend, rank=rank, world_size=n, device_id=device)
     bench = Bench(a, rank, n)
     out = rank == 0
     lib = f"torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}"
     if out:
-        print(f"# torch_bench 0.1.0 backend torch-nccl device cuda nranks {n}\n# {lib}")
+        print(f"# torch_bench 0.1.0 backend torch-{a.backend} device cuda nranks {n}\n# {lib}")
         print("# torch: the out-of-place columns time torch's own call (in place for all_reduce, broadcast, reduce)")
     rows, total_wrong, all_bw = [], 0, []
     for coll in a.coll:
@@ -302,8 +307,9 @@ def worker(rank, n, a):
     if out and a.json:
         doc = {"tool": "torch_bench", "version": "0.1.0",
                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "host": socket.gethostname(), "backend": "torch-nccl", "device": "cuda", "nranks": n,
-               "label": a.label or "torch-nccl", "library": lib, "dtype": bench.jname, "op": a.op, "root": a.root,
+               "host": socket.gethostname(), "backend": "torch-" + a.backend, "device": "cuda", "nranks": n,
+               "label": a.label or "torch-" + a.backend, "library": lib, "dtype": bench.jname, "op": a.op,
+               "root": a.root,
                "iters": a.iters, "warmup": a.warmup_iters, "check": a.check, "blocking": a.blocking,
                "average": a.average, "results": rows, "avg_busbw": sum(all_bw) / len(all_bw) if all_bw else 0.0,
                "wrong": total_wrong if a.check else None}

@@ -118,3 +118,4 @@ include tests/concurrent.mk
 include tests/fsdp.mk
 include tests/fsdp_train.mk
 include tests/gpu/local.mk
+include tests/python.mk
