@@ -215,9 +215,18 @@ tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_n
 #else
     (void)comm_name;
 #endif
-    if ((cfg->given & (1u << F_MIN_CTAS)) && (cfg->given & (1u << F_MAX_CTAS)) && cfg->nc.minCTAs > cfg->nc.maxCTAs)
-        return tcn_core->error(TCOMMS_ERR_INVALID_ARG, "nccl: hint min_ctas (%d) is larger than max_ctas (%d)",
-                               cfg->nc.minCTAs, cfg->nc.maxCTAs);
+    /* NCCL 2.28's ncclCommSplit refuses minCTAs or maxCTAs set alone, the other left undefined ("Invalid config
+     * min/max channels attribute value 2/-2147483648"): the other gets NCCL's own default, as NCCL would. */
+    const unsigned ctas = (1u << F_MIN_CTAS) | (1u << F_MAX_CTAS);
+    if ((cfg->given & ctas) != 0 && (cfg->given & ctas) != ctas) {
+        int other = (cfg->given & (1u << F_MIN_CTAS)) ? F_MAX_CTAS : F_MIN_CTAS;
+        const char *env = getenv(defs[other].env);
+        *int_field(&cfg->nc, other) = atoi(env && *env ? env : defs[other].dflt);
+    }
+    if ((cfg->given & ctas) != 0 && cfg->nc.minCTAs > cfg->nc.maxCTAs)
+        return tcn_core->error(TCOMMS_ERR_INVALID_ARG, "nccl: hint min_ctas (%d) is larger than max_ctas (%d)%s",
+                               cfg->nc.minCTAs, cfg->nc.maxCTAs, (cfg->given & ctas) != ctas ?
+                               " (NCCL's default for the one not given)" : "");
     return TCOMMS_SUCCESS;
 }
 

@@ -12,9 +12,7 @@ c_int, c_size_t, c_void_p, c_char_p, c_uint32, c_uint64, c_int64 = (
     ctypes.c_int64)
 P = ctypes.POINTER
 
-# Enumerations, in the order of include/tcomms/tcomms.h.
-DTYPES = ("int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64")
-OPS = ("sum", "prod", "min", "max", "avg")
+# Enumerations, as include/tcomms/tcomms.h numbers them (dtype and op names come from the library: see below).
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 SUCCESS, IN_PROGRESS = 0, 1
 
@@ -78,6 +76,9 @@ _PROTOS = {
     "tcomms_strerror": (c_char_p, [c_int]),
     "tcomms_last_error": (c_char_p, []),
     "tcomms_version": (c_char_p, []),
+    "tcomms_dtype_name": (c_char_p, [c_int]),
+    "tcomms_dtype_size": (c_size_t, [c_int]),
+    "tcomms_op_name": (c_char_p, [c_int]),
     "tcomms_hints_create": (c_int, [P(_HINTS)]),
     "tcomms_hints_free": (c_int, [_HINTS]),
     "tcomms_hints_set": (c_int, [_HINTS, c_char_p, c_char_p]),
@@ -119,6 +120,19 @@ _PROTOS = {
 for _name, (_res, _args) in _PROTOS.items():
     _fn = getattr(lib, _name)
     _fn.restype, _fn.argtypes = _res, _args
+
+
+def _names(fn):
+    out = []
+    while fn(len(out)):
+        out.append(fn(len(out)).decode())
+    return tuple(out)
+
+
+# The library's own tables: names in enum order ("bfloat16", "sum"), element sizes in bytes.
+DTYPES = _names(lib.tcomms_dtype_name)
+OPS = _names(lib.tcomms_op_name)
+ITEMSIZE = {name: lib.tcomms_dtype_size(i) for i, name in enumerate(DTYPES)}
 
 
 def sizes(values):

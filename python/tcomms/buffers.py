@@ -19,7 +19,7 @@ _DLPACK = {(0, 8): "int8", (1, 8): "uint8", (0, 32): "int32", (0, 64): "int64", 
            (4, 16): "bfloat16", (2, 32): "float32", (2, 64): "float64"}
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 DTYPE_INDEX = {name: i for i, name in enumerate(_lib.DTYPES)}
-ITEMSIZE = {"int8": 1, "uint8": 1, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+ITEMSIZE = _lib.ITEMSIZE
 
 
 class Buf:

@@ -97,6 +97,8 @@ _orphans_lock = threading.Lock()
 
 
 def _reap_orphans():
+    if getattr(_group, "depth", 0) > 0:
+        return
     with _orphans_lock:
         keep = []
         for handle, bufs in _orphans:
@@ -158,7 +160,9 @@ class Work:
         if not handle:
             return
         self.handle = None
-        if self.bufs is not None and L.tcomms_work_test(handle) == _lib.IN_PROGRESS:
+        # inside an open group the operation is not issued yet: the group holds on to it until its end
+        if getattr(_group, "depth", 0) > 0 or (self.bufs is not None and
+                                               L.tcomms_work_test(handle) == _lib.IN_PROGRESS):
             with _orphans_lock:
                 _orphans.append((handle, self.bufs))
             return

@@ -4,7 +4,7 @@
 # skipped. -no-install links real binaries instead of libtool wrappers, so a build tree carried to a GPU machine
 # without libtool runs them (run.sh sets LD_LIBRARY_PATH).
 TESTS += tests/gpu/run.sh
-EXTRA_DIST += tests/gpu/run.sh tests/gpu/env.sh tests/gpu/torch.sh tests/gpu/torch_cuda.py
+EXTRA_DIST += tests/gpu/run.sh tests/gpu/env.sh tests/gpu/torch.sh tests/gpu/torch_cuda.py tests/gpu/torch_routed.py
 AM_TESTS_ENVIRONMENT += TCOMMS_GPU_BUILD='$(abs_top_builddir)'; export TCOMMS_GPU_BUILD; \
 	TCOMMS_GPU_CUDA_LDFLAGS='$(CUDA_LDFLAGS)'; export TCOMMS_GPU_CUDA_LDFLAGS;
 

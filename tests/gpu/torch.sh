@@ -5,14 +5,16 @@
 # collectives through torch on tcomms; then, interleaved, torch.distributed on its own nccl and on tcomms
 # (all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, 8 B to 1 GiB) and the FSDP2
 # step of bench/fsdp2_step.py. Prints each case, the timing table and a summary.
-#   TORCH_ROUNDS  interleaved rounds of each comparison (default 3)   TORCH_PARTS  tests,check,bench,fsdp
+#   TORCH_ROUNDS  interleaved rounds of each comparison (default 3)   TORCH_PARTS  tests,route,check,bench,fsdp
+# route: tests/gpu/torch_routed.py, an unchanged script, with and without TCOMMS_TORCH=1, python/ added as a site
+# directory so that python/tcomms-torch.pth takes effect as it does when installed.
 set -u
 prefix=${TCOMMS_GPU_PREFIX:-$PWD/_gpu/install}
 export TCOMMS_LIBRARY=$prefix/lib/libtcomms.so.0 TCOMMS_BACKEND_PATH=$prefix/lib/tcomms
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} NCCL_NVLS_ENABLE=0
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 rounds=${TORCH_ROUNDS:-3}
-parts=${TORCH_PARTS:-tests,check,bench,fsdp}
+parts=${TORCH_PARTS:-tests,route,check,bench,fsdp}
 log=${OUT:-/tmp}/torch-gpu
 mkdir -p "$log"
 run() { python3 -m torch.distributed.run --nproc-per-node "$gpus" "$@"; }
@@ -27,6 +29,16 @@ if [[ $parts == *tests* ]]; then
     grep -ho 'RESULT [a-z0-9_]* \(ok\|FAIL\)' "$log/torch_cuda.log" | sort | uniq -c | sed 's/^/  /'
     grep -q 'RESULT .* FAIL' "$log/torch_cuda.log" && status=1
     grep -q 'RESULT' "$log/torch_cuda.log" || { tail -n 30 "$log/torch_cuda.log"; status=1; }
+fi
+if [[ $parts == *route* ]]; then
+    for routed in 1 0; do
+        TCOMMS_TORCH=$([ $routed = 1 ] && echo 1) timeout 300 python3 -m torch.distributed.run --nproc-per-node "$gpus" \
+            --no-python python3 -c "import site, runpy, sys; site.addsitedir('$PWD/python'); sys.argv = ['x'];
+runpy.run_path('$PWD/tests/gpu/torch_routed.py', run_name='__main__')" >"$log/routed-$routed.log" 2>&1
+        echo "torch_routed.py with TCOMMS_TORCH=$routed: exit $?"
+        grep -ho 'ROUTED .*' "$log/routed-$routed.log" | sed 's/^/  /'
+        grep -q 'checks=ok' "$log/routed-$routed.log" || { tail -n 20 "$log/routed-$routed.log"; status=1; }
+    done
 fi
 if [[ $parts == *check* ]]; then
     run bench/torch_bench.py all --backend tcomms -b 8 -e 8M -f 32 -n 2 -w 1 -c 1 >"$log/check.log" 2>&1

@@ -180,6 +180,25 @@ def coalescing_manager():
         close(o, torch.cat([vals(r, n, torch.float32) for r in range(N)]), torch.float32, "coalesced all_gather")
 
 
+@case
+def split_group_mixed_world():
+    """split_group of the "cpu:gloo,cuda:tcomms" world: a tcomms split for cuda, torch's gloo for cpu. min_ctas
+    alone: NCCL 2.28's ncclCommSplit refuses it unless tcomms fills in max_ctas (backends/nccl/config.c)."""
+    halves = [list(range(N // 2)), list(range(N // 2, N))] if N > 1 else [[0]]
+    opts = dist.ProcessGroupNCCL.Options()
+    opts.config.min_ctas = 2
+    g = dist.split_group(split_ranks=halves, pg_options=opts)
+    mine = next(h for h in halves if RANK in h)
+    x = torch.full((9,), float(RANK), device=DEV)
+    dist.all_reduce(x, group=g)
+    assert torch.all(x == float(sum(mine))).item(), "cuda all_reduce on the split: %g" % x[0].item()
+    c = torch.full((4,), float(RANK))
+    dist.all_reduce(c, group=g)
+    assert c.tolist() == [float(sum(mine))] * 4, "cpu all_reduce on the split: %s" % c.tolist()
+    assert tcomms.torch.comm_of(g).hint("min_ctas", "cuda") == "2"
+    assert dist.get_world_size(g) == len(mine) and dist.get_rank(g) == mine.index(RANK)
+
+
 def megatron_groups(world, sizes, order, token, offset=0):
     """Megatron's RankGenerator: dims of `order` vary fastest first; the groups of `token` hold the ranks that
     differ only along token's dims."""

@@ -21,7 +21,7 @@ import torch.distributed.distributed_c10d as c10d
 
 from ..comm import Comm, Hints
 from ..errors import Error
-from ._pg import ProcessGroupTcomms
+from ._pg import ProcessGroupTcomms, torch_backends
 from ._select import NAME, device_map, hints_from_options, selection, tcomms_devices
 from ._work import torch_error
 
@@ -59,25 +59,6 @@ def _call_args():
     return getattr(_state, "call", None) or {}
 
 
-def _others(spec, devices, store, rank, size, timeout, options):
-    """torch backends for the device types of `spec` that tcomms does not serve."""
-    out = {}
-    for dev, name in device_map(spec).items():
-        if dev in devices or name == NAME or dev not in ("cpu", "cuda"):
-            continue
-        sub = c10d.PrefixStore("torch-%s/" % dev, store)
-        if name == "gloo":
-            out[dev] = c10d.ProcessGroupGloo(sub, rank, size, timeout)
-        elif name == "nccl":
-            opts = options if isinstance(options, getattr(c10d, "ProcessGroupNCCL").Options) else \
-                c10d.ProcessGroupNCCL.Options()
-            opts._timeout = timeout
-            out[dev] = c10d.ProcessGroupNCCL(sub, rank, size, opts)
-        else:
-            raise ValueError("backend string %r: tcomms can share a group with gloo or nccl, not %r" % (spec, name))
-    return out
-
-
 def _bound_device(devices, device_id):
     if device_id is not None:
         return "cuda:%d" % torch.device(device_id).index
@@ -98,7 +79,7 @@ def create(backend_opts, pg_options=None):
     global_ranks = list(getattr(backend_opts, "global_ranks_in_group", []) or [])
     name = str(getattr(backend_opts, "group_id", "") or "world")
     hints = hints_from_options(pg_options)
-    others = _others(spec, devices, store, rank, size, timeout, pg_options)
+    others = torch_backends(spec, devices, store, rank, size, timeout, pg_options)
     world = _world["pg"]
     try:
         if global_ranks and world is not None and not call.get("local_sync"):

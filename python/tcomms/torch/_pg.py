@@ -7,15 +7,17 @@ coalesced and list forms. Device types the backend string gives to another torch
 ("cpu:gloo,cuda:tcomms") are served by that backend, which this group holds.
 """
 import ctypes
+import datetime
 
 import torch
 import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
 
 from .. import _lib
-from ..buffers import Buf
+from ..buffers import DTYPE_INDEX, Buf
 from ..comm import Work as TcWork, group as _tc_group
-from ..buffers import DTYPE_INDEX
 from ..errors import Error, InvalidArgument, NotSupported, check, from_status
+from ._select import NAME, device_map, hints_from_options
 from ._work import Work, finished, raw_stream, torch_error
 
 _C = _lib.lib
@@ -61,13 +63,10 @@ def _check(t, what, like=None):
 
 
 def _buf(t, what):
-    dt = _DTYPES.get(t.dtype)
-    if dt is None:
-        raise InvalidArgument("%s has dtype %s, which tcomms does not take (it takes %s)"
-                              % (what, t.dtype, ", ".join(str(d) for d in _DTYPES)))
-    if not t.is_contiguous():
-        raise InvalidArgument("%s is not contiguous" % what)
-    return Buf(t, t.data_ptr(), t.numel(), dt, _lib.DEVICE_CUDA if t.is_cuda else _lib.DEVICE_CPU, False)
+    """`t` as a tcomms Buf (for the tcomms.Comm layer), checked as _check does."""
+    _check(t, what)
+    return Buf(t, t.data_ptr(), t.numel(), _DTYPES[t.dtype], _lib.DEVICE_CUDA if t.is_cuda else _lib.DEVICE_CPU,
+               False)
 
 
 def _timeout(opts):
@@ -207,11 +206,7 @@ class ProcessGroupTcomms(dist.ProcessGroup):
     def split_group(self, ranks, timeout=None, opts=None, group_name=None, group_desc=None):
         """torch's split_group: every rank of this group calls it; members of `ranks` (ranks of this group) get
         the child, the others None. opts' settings become the child's hints."""
-        from ._select import hints_from_options
         hints = hints_from_options(opts)
-        if self._others:
-            raise NotSupported("split_group of a group whose backend string mixes tcomms with torch's backends "
-                               "(%s): use new_group" % self._spec)
         self._splits += 1
         try:
             child = self._comm.split(ranks, name=group_name, hints=hints)
@@ -219,9 +214,16 @@ class ProcessGroupTcomms(dist.ProcessGroup):
             raise torch_error(e) from None
         if child is None:
             return None
-        pg = self._child(child, group_name)
+        others = {}
+        if self._others:  # the child's share of torch's own backends, rendezvousing under the child's name
+            wait = timeout if hasattr(timeout, "total_seconds") else datetime.timedelta(minutes=30)
+            others = torch_backends(self._spec, self._devices, c10d.PrefixStore("%s/" % group_name, self._store),
+                                    child.rank, child.size, wait, opts)
+        pg = self._child(child, group_name, others)
         if group_desc is not None and hasattr(pg, "_set_group_desc"):
             pg._set_group_desc(group_desc)
+        if hasattr(timeout, "total_seconds") and timeout.total_seconds() > 0:
+            pg._timeout_ms = min(int(timeout.total_seconds() * 1000), 2 ** 32 - 1)
         return pg
 
     # ---- posting -----------------------------------------------------------------------------------------------
@@ -325,6 +327,8 @@ class ProcessGroupTcomms(dist.ProcessGroup):
                     works.append(post(True, handle))
         except Error as e:
             raise torch_error(e) from None
+        if self._coalescing is not None:
+            self._coalescing.extend(works)
         return Work(works, tensors, stream)
 
     def broadcast(self, tensors, opts=None):
@@ -578,6 +582,25 @@ class ProcessGroupTcomms(dist.ProcessGroup):
             index = torch.device(device).index
             stream = torch.cuda.current_stream(torch.cuda.current_device() if index is None else index)
         return Work([w for w in works if w is not None], [], stream)
+
+
+def torch_backends(spec, devices, store, rank, size, timeout, options):
+    """torch's own backends for the device types of `spec` that tcomms does not serve ("cpu:gloo,cuda:tcomms")."""
+    out = {}
+    for dev, name in device_map(spec).items():
+        if dev in devices or name == NAME or dev not in ("cpu", "cuda"):
+            continue
+        sub = c10d.PrefixStore("torch-%s/" % dev, store)
+        if name == "gloo":
+            out[dev] = c10d.ProcessGroupGloo(sub, rank, size, timeout)
+        elif name == "nccl":
+            opts = options if isinstance(options, c10d.ProcessGroupNCCL.Options) else c10d.ProcessGroupNCCL.Options()
+            opts._timeout = timeout
+            out[dev] = c10d.ProcessGroupNCCL(sub, rank, size, opts)
+        else:
+            raise InvalidArgument("backend string %r: tcomms can share a group with gloo or nccl, not %r"
+                                  % (spec, name))
+    return out
 
 
 class _Several(Work):
