@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Communicators, work handles and hints: the Pythonic face of include/tcomms/tcomms.h."""
+import atexit
 import ctypes
 import threading
+import weakref
 
 from . import _lib
 from .buffers import DTYPE_INDEX, as_buf
@@ -169,6 +171,20 @@ class Work:
         L.tcomms_work_free(handle)
 
 
+# Communicators still alive when the interpreter exits are destroyed first, while every library is still in place:
+# their backends' threads (Gloo's worker, UCX's progress thread) end before the process tears down.
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _destroy_live():
+    for comm in list(_live):
+        try:
+            comm.destroy()
+        except Exception:  # noqa: BLE001 - at exit, a failure to destroy changes nothing
+            pass
+
+
 class Comm:
     """A tcomms communicator. Comm() with no argument is the world from the environment (TCOMMS_*, torchrun,
     Open MPI or Slurm variables); every parameter of tcomms_comm_params_t may be given instead. `store` is any
@@ -225,6 +241,7 @@ class Comm:
         self._cache()
 
     def _cache(self):
+        _live.add(self)
         r, s = ctypes.c_int(), ctypes.c_int()
         check(L.tcomms_comm_rank(self.handle, ctypes.byref(r)))
         check(L.tcomms_comm_size(self.handle, ctypes.byref(s)))

@@ -5,6 +5,7 @@ rank r contributes at index i for each dtype, and comparison against float64 ref
 Values are small integers (products of a few ranks too), exact in every dtype, so a reference computed in float64
 from them is exact; the tolerance covers AVG's division and the reduced-precision floats.
 """
+import atexit
 import datetime
 import os
 
@@ -38,6 +39,14 @@ def init(backend="tcomms", **kw):
     else:
         dist.init_process_group(backend, init_method="tcp://127.0.0.1:%s" % os.environ["TCOMMS_MASTER_PORT"],
                                 rank=RANK, world_size=SIZE, **kw)
+    atexit.register(_destroy)
+
+
+def _destroy():
+    """As a well-behaved program ends: every group destroyed before the interpreter tears down (torch's own gloo
+    groups included, whose threads must not outlive the libraries they use)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _index(n):
