@@ -8,7 +8,8 @@ EXTRA_DIST += bench/README.md bench/compare-openmpi bench/compare-nccl bench/com
 # (bench/fsdp2_step.py). Built by 'make' when nvcc, cuBLAS and NCCL are found; -no-install gives a real binary, so
 # a build tree carried to a GPU machine runs it without libtool. The C++ placeholder (never compiled) makes automake
 # link with the C++ driver, which nvcc objects need.
-EXTRA_DIST += bench/compare-fsdp bench/fsdp2_step.py bench/kernel-trace bench/kernel_trace.c bench/kernel_overlap.py
+EXTRA_DIST += bench/compare-fsdp bench/fsdp2_step.py bench/kernel-trace bench/kernel_trace.c bench/kernel_overlap.py \
+	bench/torch_hostcost.py
 if HAVE_CUBLAS
 if BUILD_NCCL
 noinst_PROGRAMS += bench/fsdp_bench

@@ -190,12 +190,27 @@ static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_
 #if TCN_HAS_SPLIT
 /* After a failed ncclCommSplit, peers may still wait inside theirs for this rank (a ring exchange over the parent's
  * connections passes a dead rank's loss on only to its neighbour). Aborting the parent closes those connections, so
- * each of them fails in turn instead of waiting; the parent's later calls return TCOMMS_ERR_ABORTED. */
+ * each of them fails in turn instead of waiting; the parent's later calls return TCOMMS_ERR_ABORTED.
+ * NCCL (2.28 at least) points the parent at the child's abort flag while the split runs, and a failed split leaves
+ * that pointer set: so the parent is aborted while the child still exists (init_split aborts the child after), and
+ * never after a split that failed before returning a child, whose flag NCCL has freed already (see split_refused). */
 static tcomms_status_t split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResult_t r)
 {
     tcn_comm_fail(p, st, NULL, 0, "ncclCommSplit failed on this rank (%s)",
                   r == ncclInProgress ? "not done by the timeout" : ncclGetErrorString(r));
     return st;
+}
+
+/* ncclCommSplit failed before making a child (a config it refused, no memory): NCCL freed the child's abort flag,
+ * which the parent still points to, so ncclCommAbort on the parent writes freed memory (heap corruption, seen with
+ * NCCL 2.28.3). The parent's NCCL communicator is given up here, under p->lock, and left allocated: split_failed
+ * then fails the tcomms communicator without ending it. config.c refuses beforehand what NCCL's config check
+ * refuses, so only NCCL's own failures come here. */
+static void split_refused(tcn_comm_t *p)
+{
+    tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: ncclCommSplit failed before making the child; NCCL left "
+                  "the parent unsafe to end, so its NCCL communicator is left allocated", p->name, p->rank);
+    p->nccl = NULL;
 }
 
 /* A non-blocking ncclCommSplit returns (ncclSuccess or ncclInProgress) before the child exists: NCCL's init job
@@ -227,20 +242,22 @@ static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_bac
     }
     /* children of one split have disjoint member lists: the first member's parent rank tells them apart */
     ncclResult_t r = ncclCommSplit(p->nccl, args->parent_ranks[0], args->rank, &c->nccl, &c->cfg.nc);
+    if (r != ncclSuccess && r != ncclInProgress && c->nccl == NULL)
+        split_refused(p);
     if (r == ncclInProgress || (r == ncclSuccess && c->nccl == NULL))
         r = settle_child(&c->nccl, p, deadline);
-    tcomms_status_t st = created(c, NULL, r, deadline, "ncclCommSplit");
     pthread_mutex_unlock(&p->lock);
-    if (st == TCOMMS_SUCCESS)
-        return st;
-    split_failed(p, st, r);
+    if (r == ncclSuccess)
+        return TCOMMS_SUCCESS;
+    tcomms_status_t st = tcn_nccl_error(c, r, "ncclCommSplit");
+    split_failed(p, st, r); /* first: the child's abort flag must outlive the parent's abort */
     if (r == ncclInProgress) {
         /* Aborting the parent ends the child's init job, which then stores the child: abort that too. */
         uint64_t grace = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
         if (settle_child(&c->nccl, p, grace) == ncclInProgress && c->nccl == NULL)
             c->orphan = 1;
-        abandon(c);
     }
+    abandon(c);
     return st;
 #else
     (void)p;

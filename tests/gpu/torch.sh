@@ -6,6 +6,7 @@
 # (all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, 8 B to 1 GiB) and the FSDP2
 # step of bench/fsdp2_step.py. Prints each case, the timing table and a summary.
 #   TORCH_ROUNDS  interleaved rounds of each comparison (default 3)   TORCH_PARTS  tests,route,check,bench,fsdp
+#   TORCH_BENCH_MAX  the largest size the bench part times (default 1G)
 # route: tests/gpu/torch_routed.py, an unchanged script, with and without TCOMMS_TORCH=1, python/ added as a site
 # directory so that python/tcomms-torch.pth takes effect as it does when installed.
 set -u
@@ -48,8 +49,9 @@ fi
 if [[ $parts == *bench* ]]; then
     for r in $(seq "$rounds"); do
         for b in nccl tcomms; do
-            run bench/torch_bench.py all_reduce,all_gather,reduce_scatter,alltoall --backend $b -b 8 -e 1G -f 8 \
-                -n 50 -w 10 -c 0 -J "$log/bench-$b-$r.json" >"$log/bench-$b-$r.log" 2>&1 || echo "bench $b $r failed"
+            run bench/torch_bench.py all_reduce,all_gather,reduce_scatter,alltoall --backend $b -b 8 \
+                -e "${TORCH_BENCH_MAX:-1G}" -f 8 -n 50 -w 10 -c 0 -J "$log/bench-$b-$r.json" \
+                >"$log/bench-$b-$r.log" 2>&1 || echo "bench $b $r failed"
         done
     done
     python3 - "$log" "$rounds" <<'PY'

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import harness  # noqa: E402
 from harness import case  # noqa: E402
 
+import tcomms  # noqa: E402
 import tcomms.torch  # noqa: E402
 
 LOCAL = int(os.environ.get("LOCAL_RANK", "0"))
@@ -301,6 +302,33 @@ def errors_raise():
     x = torch.ones(3, device=DEV)
     dist.all_reduce(x)  # the group still works
     assert torch.all(x == N).item()
+
+
+@case
+def failed_split_leaves_process_alive():
+    """A split NCCL cannot make (an unknown network module: NCCL's init job fails) raises on every rank; its parent
+    fails (later calls raise) and the world goes on. NCCL 2.28 keeps a pointer to the child's abort flag in the
+    parent, and aborting the child first once corrupted the heap here."""
+    g = dist.new_group(list(range(N)))  # a tcomms split of the world: the parent whose split fails
+    try:
+        g.comm.split(list(range(N)), name="bad-net", hints={"nccl.net_name": "NoSuchNet"})
+    except tcomms.Error:
+        pass
+    else:
+        raise AssertionError("a split over an unknown NCCL network did not raise")
+    x = torch.ones(4, device=DEV)
+    try:
+        dist.all_reduce(x, group=g)
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - any error: the parent is documented unusable after a failed split
+        pass
+    else:
+        raise AssertionError("the failed split's parent still ran a collective")
+    y = torch.ones(4, device=DEV)
+    dist.all_reduce(y)
+    assert torch.all(y == N).item(), y
+    junk = [bytearray(64 + i) for i in range(20000)]  # allocate and free: a corrupted heap shows here
+    del junk
 
 
 if __name__ == "__main__":

@@ -35,19 +35,23 @@ if rank in evens:
     y = torch.ones(5, device=dev)
     dist.all_reduce(y, group=g)
     expect(torch.all(y == len(evens)).item(), "new_group all_reduce")
-halves = [list(range(n // 2)), list(range(n // 2, n))] if n > 1 else [[0]]
-s = dist.split_group(split_ranks=halves, pg_options=opts)
-mine = next(h for h in halves if rank in h)
-z = torch.full((7,), float(rank), device=dev)
-dist.all_reduce(z, group=s)
-expect(torch.all(z == float(sum(mine))).item(), "split_group all_reduce")
-expect(dist.get_world_size(s) == len(mine), "split_group size")
 routed = type(dist.group.WORLD).__name__ == "ProcessGroupTcomms"
+s, note = None, ""
+if routed or n <= 2:
+    halves = [list(range(n // 2)), list(range(n // 2, n))] if n > 1 else [[0]]
+    s = dist.split_group(split_ranks=halves, pg_options=opts)
+    mine = next(h for h in halves if rank in h)
+    z = torch.full((7,), float(rank), device=dev)
+    dist.all_reduce(z, group=s)
+    expect(torch.all(z == float(sum(mine))).item(), "split_group all_reduce")
+    expect(dist.get_world_size(s) == len(mine), "split_group size")
+else:  # torch 2.11's own split_group never returned here on 4 GPUs (2026-11-26); routed, it runs
+    note = " (split_group left out: torch's own hangs at %d ranks)" % n
 if routed:  # the options reached the children as hints
     for grp in ([g] if rank in evens else []) + [s]:
         got = grp.comm.hint("max_ctas", "cuda")
         expect(got == "4", "max_ctas of a child: %s" % got)
-print("ROUTED rank=%d world=%s backend=%s checks=%s" % (rank, type(dist.group.WORLD).__name__, dist.get_backend(),
-                                                         "ok" if not problems else ",".join(problems).replace(" ", "_")),
-      flush=True)
+checks = "ok" if not problems else ",".join(problems).replace(" ", "_")
+print("ROUTED rank=%d world=%s backend=%s checks=%s%s" % (rank, type(dist.group.WORLD).__name__, dist.get_backend(),
+                                                           checks, note), flush=True)
 dist.destroy_process_group()

@@ -49,6 +49,38 @@ def _op_name(op, dtype):
     raise NotSupported("ReduceOp %s: tcomms reduces with SUM, PRODUCT, MIN, MAX and AVG" % label)
 
 
+def _op_hashes():
+    """{hash(ReduceOp): tcomms op index}, or {} where torch's hash of a ReduceOp is not its kind: comparing a ReduceOp
+    with each reference in turn is the slowest step of a small call, and torch hashes one by its kind."""
+    table = {}
+    try:
+        for ref, name in _OPS:
+            a, b = dist.AllreduceOptions(), dist.ReduceScatterOptions()
+            a.reduceOp, b.reduceOp = ref, ref
+            h = hash(a.reduceOp)
+            if h != hash(b.reduceOp) or h in table:
+                return {}
+            table[h] = _OP_INDEX[name]
+    except Exception:  # noqa: BLE001 - any torch without such hashes takes _op_name's way
+        return {}
+    return table
+
+
+_OP_BY_HASH = _op_hashes()
+
+
+def _op_index(op, dtype):
+    """The tcomms op index of torch's `op` on `dtype` (errors as _op_name)."""
+    if dtype is not torch.bool:
+        try:
+            i = _OP_BY_HASH.get(hash(op))
+        except TypeError:
+            i = None
+        if i is not None:
+            return i
+    return _OP_INDEX[_op_name(op, dtype)]
+
+
 def _check(t, what, like=None):
     """Refuse what the C call cannot take: a dtype tcomms lacks, memory that is not contiguous, another dtype or
     device than `like`'s."""
@@ -60,6 +92,14 @@ def _check(t, what, like=None):
     if like is not None and (like.dtype != t.dtype or like.get_device() != t.get_device()):
         raise InvalidArgument("%s is %s on %s, the other tensor %s on %s" % (what, t.dtype, t.device, like.dtype,
                                                                            like.device))
+
+
+def _check_pair(out, inp, what):
+    """_check of a call's output and input tensors, in one pass where both are fine (a small call's common case)."""
+    if not (out.dtype is inp.dtype and inp.dtype in _DT_INDEX and out.is_contiguous() and inp.is_contiguous()
+            and out.get_device() == inp.get_device()):
+        _check(out, "%s output tensor" % what, inp)
+        _check(inp, "%s input tensor" % what)
 
 
 def _buf(t, what):
@@ -135,6 +175,7 @@ class ProcessGroupTcomms(dist.ProcessGroup):
         self._comm, self._store, self._devices, self._others = comm, store, list(devices), dict(others or {})
         self._spec, self._splits, self._coalescing, self._view = spec, 0, None, _BackendView(self)
         self._names = {}
+        self._size = comm.size  # size() is a call into torch; the hot paths read this
         self._timeout_ms = 0  # the group's own timeout, where it differs from its communicator's (new_group)
 
     # ---- identity ----------------------------------------------------------------------------------------------
@@ -228,7 +269,8 @@ class ProcessGroupTcomms(dist.ProcessGroup):
 
     # ---- posting -----------------------------------------------------------------------------------------------
     def _route(self, tensors):
-        kind = tensors[0].device.type
+        t = tensors[0]
+        kind = "cuda" if t.is_cuda else "cpu" if t.is_cpu else t.device.type  # .device builds an object
         if kind in self._devices:
             return None
         if kind in self._others:
@@ -305,7 +347,7 @@ class ProcessGroupTcomms(dist.ProcessGroup):
         _check(t, "all_reduce tensor")
         p = t.data_ptr()
         return self._direct("all_reduce", _C.tcomms_all_reduce,
-                            (p, p, t.numel(), _DT_INDEX[t.dtype], _OP_INDEX[_op_name(op, t.dtype)]), tensors, opts)
+                            (p, p, t.numel(), _DT_INDEX[t.dtype], _op_index(op, t.dtype)), tensors, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         other = self._route(tensors)
@@ -355,9 +397,8 @@ class ProcessGroupTcomms(dist.ProcessGroup):
         if other is not None:
             return other._allgather_base(output, input, opts) if opts is not None else \
                 other._allgather_base(output, input)
-        _check(output, "all_gather output tensor", input)
-        _check(input, "all_gather input tensor")
-        if output.numel() != input.numel() * self.size():
+        _check_pair(output, input, "all_gather")
+        if output.numel() != input.numel() * self._size:
             raise InvalidArgument("all_gather_into_tensor: output holds %d elements, input %d, group size %d"
                                   % (output.numel(), input.numel(), self.size()))
         return self._direct("all_gather", _C.tcomms_all_gather, (input.data_ptr(), output.data_ptr(), input.numel(),
@@ -406,12 +447,11 @@ class ProcessGroupTcomms(dist.ProcessGroup):
         other = self._route([input])
         if other is not None:
             return other._reduce_scatter_base(output, input, opts)
-        _check(output, "reduce_scatter output tensor", input)
-        _check(input, "reduce_scatter input tensor")
-        if input.numel() != output.numel() * self.size():
+        _check_pair(output, input, "reduce_scatter")
+        if input.numel() != output.numel() * self._size:
             raise InvalidArgument("reduce_scatter_tensor: input holds %d elements, output %d, group size %d"
                                   % (input.numel(), output.numel(), self.size()))
-        op = _OP_INDEX[_op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, output.dtype)]
+        op = _op_index(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, output.dtype)
         return self._direct("reduce_scatter", _C.tcomms_reduce_scatter,
                             (input.data_ptr(), output.data_ptr(), output.numel(), _DT_INDEX[output.dtype], op),
                             [output, input], opts)
@@ -453,14 +493,17 @@ class ProcessGroupTcomms(dist.ProcessGroup):
         other = self._route([input])
         if other is not None:
             return other.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
-        n = self.size()
-        o, i = _buf(output, "all_to_all output tensor"), _buf(input, "all_to_all input tensor")
+        n = self._size
         if not output_split_sizes and not input_split_sizes:
-            if i.count % n or o.count != i.count or o.dtype != i.dtype:
-                raise InvalidArgument("all_to_all_single: input of %d and output of %d elements (%s, %s) do not "
-                                      "split evenly over %d ranks" % (i.count, o.count, i.dtype, o.dtype, n))
-            return self._direct("all_to_all", _C.tcomms_all_to_all, (i.ptr, o.ptr, i.count // n,
-                                                                      _DT_INDEX[input.dtype]), [output, input], opts)
+            _check_pair(output, input, "all_to_all")
+            count = input.numel()
+            if count % n or output.numel() != count:
+                raise InvalidArgument("all_to_all_single: input of %d and output of %d elements do not split "
+                                      "evenly over %d ranks" % (count, output.numel(), n))
+            return self._direct("all_to_all", _C.tcomms_all_to_all, (input.data_ptr(), output.data_ptr(),
+                                                                      count // n, _DT_INDEX[input.dtype]),
+                                [output, input], opts)
+        o, i = _buf(output, "all_to_all output tensor"), _buf(input, "all_to_all input tensor")
         sc = _counts(input, input_split_sizes, n, "input")
         rc = _counts(output, output_split_sizes, n, "output")
         return self._run("all_to_all_v", [output], lambda a, s: self._comm.all_to_all_v(
