@@ -18,6 +18,8 @@ AM_TESTS_ENVIRONMENT = \
 	export TCOMMS_BACKEND_PATH; \
 	TCOMMS_TEST_BACKENDS='$(TEST_BACKENDS)'; export TCOMMS_TEST_BACKENDS; \
 	TCOMMS_TEST_MODULES='$(abs_top_builddir)/tests/.libs'; export TCOMMS_TEST_MODULES; \
+	TCOMMS_TEST_PKGLIBDIR='$(pkglibdir)'; TCOMMS_TEST_BUILDDIR='$(abs_top_builddir)'; \
+	export TCOMMS_TEST_PKGLIBDIR TCOMMS_TEST_BUILDDIR; \
 	TCOMMS_RUN='$(abs_top_builddir)/tools/run/tcomms-run'; export TCOMMS_RUN; \
 	RUN_CHILD='$(abs_top_builddir)/tests/run_child'; export RUN_CHILD; \
 	unset TCOMMS_BACKEND TCOMMS_HINTS TCOMMS_RANK TCOMMS_SIZE RANK WORLD_SIZE OMPI_COMM_WORLD_RANK SLURM_PROCID; \

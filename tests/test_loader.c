@@ -63,7 +63,7 @@ START_TEST(test_long_path)
     ck_assert_msg(st == TCOMMS_SUCCESS, "fakeok at the end of a %zu-character path: %d (%s)", strlen(path), st,
                   tcomms_last_error());
     ck_assert_int_eq(tc_backend_load("nosuch", &be), TCOMMS_ERR_BACKEND_UNAVAILABLE);
-    assert_message_has(TCOMMS_MODULE_DIR);
+    assert_message_has(getenv("TCOMMS_TEST_PKGLIBDIR"));
     const tc_module_info_t *mods;
     size_t n = 0;
     ck_assert_int_eq(tc_backend_list(&mods, &n), TCOMMS_SUCCESS);
@@ -72,6 +72,57 @@ START_TEST(test_long_path)
         seen |= strcmp(mods[i].name, "fakeok") == 0;
     ck_assert_msg(seen, "fakeok is not listed from the end of a %zu-character path", strlen(path));
     free(path);
+}
+END_TEST
+
+/* The install directory searched last is the Makefile's $(pkglibdir) now, not the one of an earlier configure: a
+ * configure with another --prefix rebuilds the loader (lib/paths.h). */
+START_TEST(test_module_dir)
+{
+    const char *want = getenv("TCOMMS_TEST_PKGLIBDIR");
+    ck_assert_msg(want != NULL && want[0] == '/', "TCOMMS_TEST_PKGLIBDIR is not set");
+    unsetenv("TCOMMS_BACKEND_PATH");
+    char *path = tc_backend_search_path();
+    ck_assert_ptr_nonnull(path);
+    const char *last = strrchr(path, ':');
+    last = last ? last + 1 : path;
+    ck_assert_msg(strcmp(last, want) == 0, "the loader searches %s last, configure's pkglibdir is %s (a stale "
+                  "lib/loader.o?)", last, want);
+    free(path);
+}
+END_TEST
+
+/* This program runs from the build tree, so the loader also searches the modules built there, without
+ * TCOMMS_BACKEND_PATH, after it and before the install directory. */
+START_TEST(test_build_tree)
+{
+    const char *top = getenv("TCOMMS_TEST_BUILDDIR"), *built = getenv("TCOMMS_TEST_BACKENDS");
+    ck_assert_msg(top != NULL && built != NULL, "TCOMMS_TEST_BUILDDIR or TCOMMS_TEST_BACKENDS is not set");
+    setenv("TCOMMS_BACKEND_PATH", "/nonexistent/first", 1);
+    char *path = tc_backend_search_path();
+    ck_assert_ptr_nonnull(path);
+    ck_assert_msg(strncmp(path, "/nonexistent/first:", 19) == 0, "TCOMMS_BACKEND_PATH is not first in %s", path);
+    char names[256];
+    snprintf(names, sizeof(names), "%s", built);
+    char *save = NULL;
+    for (char *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        char dir[4096];
+        snprintf(dir, sizeof(dir), "/backends/%s/.libs:", name);
+        ck_assert_msg(strstr(path, dir) != NULL, "%s is not searched: %s", dir, path);
+    }
+    free(path);
+    unsetenv("TCOMMS_BACKEND_PATH");
+    const tc_module_info_t *mods;
+    size_t n = 0;
+    ck_assert_int_eq(tc_backend_list(&mods, &n), TCOMMS_SUCCESS);
+    snprintf(names, sizeof(names), "%s", built);
+    for (char *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        size_t i = 0;
+        while (i < n && strcmp(mods[i].name, name) != 0)
+            i++;
+        ck_assert_msg(i < n, "built backend %s is not listed without TCOMMS_BACKEND_PATH", name);
+        ck_assert_msg(strstr(mods[i].path, top) == mods[i].path, "%s found at %s, not in %s", name, mods[i].path, top);
+    }
 }
 END_TEST
 
@@ -405,6 +456,8 @@ int main(void)
     tcase_add_test(tc, test_load);
     tcase_add_test(tc, test_list);
     tcase_add_test(tc, test_long_path);
+    tcase_add_test(tc, test_module_dir);
+    tcase_add_test(tc, test_build_tree);
     tcase_add_test(tc, test_selection);
     tcase_add_test(tc, test_routing);
     tcase_add_test(tc, test_selection_errors);

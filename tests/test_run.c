@@ -82,6 +82,22 @@ START_TEST(test_backend_inherited)
 }
 END_TEST
 
+/* mpirun's spelling of -n, separate and attached. */
+START_TEST(test_np_alias)
+{
+    const char *sep[] = {"-np", "2", child, "--print-env", NULL};
+    const char *attached[] = {"-np2", child, "--print-env", NULL};
+    const char *const *forms[] = {sep, attached};
+    for (int k = 0; k < 2; k++) {
+        launch_t l = {0};
+        run_launcher(forms[k], &l);
+        ck_assert_int_eq(exit_status(&l), 0);
+        assert_env_lines(&l, 2, 0, "(unset)", 1);
+        launch_free(&l);
+    }
+}
+END_TEST
+
 START_TEST(test_program_args_untouched)
 {
     const char *args[] = {"-n", "1", "--", child, "--args", "a b", "-n", "--help", NULL};
@@ -573,6 +589,7 @@ int main(void)
     tcase_add_test(tc, test_backend_inherited);
     tcase_add_test(tc, test_store_token_and_bind);
     tcase_add_test(tc, test_torch_env);
+    tcase_add_test(tc, test_np_alias);
     tcase_add_test(tc, test_program_args_untouched);
     tcase_add_test(tc, test_stdin_to_rank0);
     tcase_add_test(tc, test_long_and_partial_lines);

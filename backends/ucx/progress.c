@@ -104,13 +104,13 @@ static void sleep_on_worker(tcu_ctx_t *c, uint64_t now, uint64_t until)
     pthread_mutex_lock(&c->lock);
 }
 
-/* More ranks on this host than CPUs this process may run on (TCOMMS_LOCAL_SIZE, set by tcomms-run and other
- * launchers): the rank a waiting caller waits for may be queued behind it on its own core, so yield at once, as
- * Open MPI does when oversubscribed (measured, 4 ranks on 2 CPUs, 8-byte all_reduce: 17 us yielding at once, 62 us
- * yielding after 20 us, 3.5 ms never yielding). Otherwise yield only after YIELD_AFTER_NS, a safety net for an
- * oversubscription nobody told us about: with 2 ranks on 2 CPUs and a compiler running beside them, yielding after
- * 20 us handed the CPU to the compiler on every wait (8-byte all_reduce 22-26 us per call in most runs, against
- * 0.25-0.4 us in most runs spinning on). */
+/* More ranks on this host than CPUs this process may run on (TCOMMS_LOCAL_SIZE, which only tcomms-run sets; under
+ * torchrun, mpirun or srun it is unset and only the safety net below applies): the rank a waiting caller waits for
+ * may be queued behind it on its own core, so yield at once, as Open MPI does when oversubscribed (measured, 4 ranks
+ * on 2 CPUs, 8-byte all_reduce: 17 us yielding at once, 62 us yielding after 20 us, 3.5 ms never yielding).
+ * Otherwise yield only after YIELD_AFTER_NS, a safety net for an oversubscription nobody told us about: with 2
+ * ranks on 2 CPUs and a compiler running beside them, yielding after 20 us handed the CPU to the compiler on every
+ * wait (8-byte all_reduce 22-26 us per call in most runs, against 0.25-0.4 us in most runs spinning on). */
 static uint64_t yield_after;
 
 static void decide_yield(void)

@@ -21,7 +21,7 @@ static void usage(FILE *f)
           "MASTER_PORT. That is a second port: rank 0 may bind both, tcomms' store on TCOMMS_MASTER_PORT and\n"
           "torch's TCPStore on MASTER_PORT. Inherited values of all these variables are replaced.\n"
           "\n"
-          "  -n N               number of ranks, 1 to 4096\n"
+          "  -n N, -np N        number of ranks, 1 to 4096 (-np as mpirun spells it)\n"
           "  --backend B        set TCOMMS_BACKEND=B in every rank (e.g. gloo, or cpu:gloo,cuda:nccl)\n"
           "  --timeout SECONDS  end the job when it runs longer than this (exit status 124)\n"
           "  --port P           TCOMMS_MASTER_PORT (default: a free port on 127.0.0.1)\n"
@@ -85,7 +85,7 @@ static int parse_long(const char *text, long min, long max, long *out)
 static int parse_value(const char *opt, const char *val, run_opts_t *o)
 {
     long v;
-    if (strcmp(opt, "-n") == 0) {
+    if (strcmp(opt, "-n") == 0 || strcmp(opt, "-np") == 0) {
         if (parse_long(val, 1, RUN_MAX_RANKS, &v) != 0)
             return usage_error("-n needs a number of ranks from 1 to 4096, not '%s'", val);
         o->nranks = (int)v;
@@ -117,7 +117,8 @@ static int parse_value(const char *opt, const char *val, run_opts_t *o)
 
 int run_parse_args(int argc, char **argv, run_opts_t *o)
 {
-    static const char *const valued[] = {"-n", "--backend", "--timeout", "--port", "--torch-port", "--cpu-bind"};
+    /* "-np" before "-n": "-np 4" would otherwise read as -n with the value "p". */
+    static const char *const valued[] = {"-np", "-n", "--backend", "--timeout", "--port", "--torch-port", "--cpu-bind"};
     int i = 1;
     memset(o, 0, sizeof *o);
     o->tag = 1;
