@@ -11,8 +11,9 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: tcomms-info [-h|--help] [--version]\n"
-                 "Lists the backend modules found in TCOMMS_BACKEND_PATH and the install directory, whether each\n"
-                 "loads (and why not), the device types it serves and the hints it honours.\n");
+                 "Lists the backend modules found in TCOMMS_BACKEND_PATH, the build tree (when run from it) and the\n"
+                 "install directory, whether each loads (and why not), the device types it serves and the hints it\n"
+                 "honours.\n");
 }
 
 static void print_module(const tc_module_info_t *m)
