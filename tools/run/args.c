@@ -118,7 +118,8 @@ static int parse_value(const char *opt, const char *val, run_opts_t *o)
 int run_parse_args(int argc, char **argv, run_opts_t *o)
 {
     /* "-np" before "-n": "-np 4" would otherwise read as -n with the value "p". */
-    static const char *const valued[] = {"-np", "-n", "--backend", "--timeout", "--port", "--torch-port", "--cpu-bind"};
+    static const char *const valued[] = {"-np", "-n", "--backend", "--timeout", "--port", "--torch-port",
+                                         "--cpu-bind"};
     int i = 1;
     memset(o, 0, sizeof *o);
     o->tag = 1;
