@@ -45,7 +45,7 @@ static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, int tag,
     else
         snprintf(child->name, sizeof(child->name), "%.100s.%llu", parent->name, (unsigned long long)split);
     child->rank = -1;
-    child->local_rank = parent->local_rank; /* a member's become its own in build() */
+    child->local_rank = parent->local_rank; /* a member gets its own in build() */
     child->local_size = parent->local_size;
     child->device = parent->device;
     child->timeout_ms = parent->timeout_ms;
