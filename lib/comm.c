@@ -12,6 +12,7 @@
 #include "hints.h"
 #include "loader.h"
 #include "log.h"
+#include "topo.h"
 
 #define DEFAULT_TIMEOUT_MS 300000u
 
@@ -204,6 +205,8 @@ void tc_comm_backend_args(const tcomms_comm_t *comm, int t, const char *prefix, 
         .rank = comm->rank,
         .size = comm->size,
         .local_rank = comm->local_rank,
+        .local_size = comm->local_size,
+        .hosts = comm->hosts,
         .device = comm->device,
         .master_addr = comm->master_addr[0] ? comm->master_addr : NULL,
         .timeout_ms = comm->timeout_ms,
@@ -242,8 +245,10 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
     return TCOMMS_SUCCESS;
 }
 
-/* Fill identity, timeout and hints from `p` and the environment. */
-static tcomms_status_t read_params(tcomms_comm_t *comm, const tcomms_comm_params_t *p, int *port)
+/* Fill identity, timeout and hints from `p` and the environment; *claim is what they say of the local rank and
+ * size, for topo.c's cross-check. */
+static tcomms_status_t read_params(tcomms_comm_t *comm, const tcomms_comm_params_t *p, int *port,
+                                   tc_topo_claim_t *claim)
 {
     uint64_t mask = p ? p->field_mask : 0;
     tc_bootstrap_t bs;
@@ -254,7 +259,7 @@ static tcomms_status_t read_params(tcomms_comm_t *comm, const tcomms_comm_params
                             p->rank, p->size, p->local_rank);
         comm->rank = p->rank;
         comm->size = p->size;
-        comm->local_rank = p->local_rank;
+        *claim = (tc_topo_claim_t){p->local_rank, -1, "params.local_rank"};
         if (!(mask & TCOMMS_COMM_PARAM_MASTER) && (st = tc_env_bootstrap(&bs)) == TCOMMS_SUCCESS) {
             snprintf(comm->master_addr, sizeof(comm->master_addr), "%s", bs.master_addr);
             *port = bs.master_port;
@@ -262,7 +267,7 @@ static tcomms_status_t read_params(tcomms_comm_t *comm, const tcomms_comm_params
     } else if ((st = tc_env_bootstrap(&bs)) == TCOMMS_SUCCESS) {
         comm->rank = bs.rank;
         comm->size = bs.size;
-        comm->local_rank = bs.local_rank;
+        *claim = (tc_topo_claim_t){bs.local_rank, bs.local_size, bs.local_vars};
         snprintf(comm->master_addr, sizeof(comm->master_addr), "%s", bs.master_addr);
         *port = bs.master_port;
     }
@@ -313,13 +318,7 @@ static tcomms_status_t read_device(tcomms_comm_t *comm, const tcomms_comm_params
         return tc_error(TCOMMS_ERR_INVALID_ARG, "params: cpu device index must be 0, not %d", p->device.index);
     if (p->device.index < -1)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "params: device index %d must be >= -1", p->device.index);
-    comm->device = p->device;
-    if (comm->device.index == -1) {
-        if (comm->local_rank < 0)
-            return tc_error(TCOMMS_ERR_BAD_ENV, "device cuda:-1 needs the local rank: set TCOMMS_LOCAL_RANK (or "
-                            "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID)");
-        comm->device.index = comm->local_rank;
-    }
+    comm->device = p->device; /* index -1 becomes the local rank once the rendezvous found it */
     return TCOMMS_SUCCESS;
 }
 
@@ -328,6 +327,8 @@ static void comm_release(tcomms_comm_t *comm)
 {
     tc_store_ref_release(comm->store);
     tcomms_hints_free(comm->hints);
+    free(comm->hosts);
+    comm->hosts = NULL;
 }
 
 #define KNOWN_PARAMS                                                                                              \
@@ -365,12 +366,13 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
     if (comm == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_comm_create: out of memory");
     int port = 0;
+    tc_topo_claim_t claim = {-1, -1, "(none)"};
     const char *name = params && (params->field_mask & TCOMMS_COMM_PARAM_NAME) ? params->name : "world";
     const char *spec = params && (params->field_mask & TCOMMS_COMM_PARAM_BACKEND) ? params->backend
                                                                                    : getenv("TCOMMS_BACKEND");
     tcomms_status_t st = check_params(params, name);
     if (st == TCOMMS_SUCCESS)
-        st = read_params(comm, params, &port);
+        st = read_params(comm, params, &port, &claim);
     if (st == TCOMMS_SUCCESS)
         st = read_device(comm, params);
     if (st == TCOMMS_SUCCESS) {
@@ -387,6 +389,8 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
         snprintf(comm->prefix, sizeof(comm->prefix), "tcomms/%s", id);
         st = open_store(comm, params, port, id);
     }
+    if (st == TCOMMS_SUCCESS && (st = tc_topo_root(comm, &claim)) == TCOMMS_SUCCESS && comm->device.index == -1)
+        comm->device.index = comm->local_rank;
     if (st == TCOMMS_SUCCESS)
         st = tc_comm_create_backends(comm, NULL, NULL);
     if (st != TCOMMS_SUCCESS) {
@@ -439,6 +443,20 @@ tcomms_status_t tcomms_comm_size(const tcomms_comm_t *comm, int *size)
 {
     CHECK_QUERY(comm, size);
     *size = comm->size;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_local_rank(const tcomms_comm_t *comm, int *local_rank)
+{
+    CHECK_QUERY(comm, local_rank);
+    *local_rank = comm->local_rank;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_local_size(const tcomms_comm_t *comm, int *local_size)
+{
+    CHECK_QUERY(comm, local_size);
+    *local_size = comm->local_size;
     return TCOMMS_SUCCESS;
 }
 

@@ -35,7 +35,9 @@ struct tcomms_comm {
     uint32_t magic;    /* live once its backends exist (tc_comm_create_backends); handle.h */
     char name[128];
     char prefix[TC_PREFIX_MAX]; /* store-key prefix, identical on all members */
-    int rank, size, local_rank;
+    int rank, size;
+    int local_rank, local_size; /* among the members on this rank's host, as the rendezvous found them (topo.c) */
+    int *hosts;        /* size entries: equal for members on one host (the lowest such rank of the root) */
     tcomms_device_t device;
     uint32_t timeout_ms;
     tcomms_hints_t *hints;

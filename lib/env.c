@@ -11,6 +11,7 @@
 
 #include "env.h"
 #include "error.h"
+#include "log.h"
 #include "store.h"
 
 tcomms_status_t tc_parse_int(const char *text, long min, long max, const char *what, long *out)
@@ -88,12 +89,15 @@ tcomms_status_t tc_env_store_limits(tc_store_limits_t *out)
 }
 
 static const struct family {
-    const char *source, *rank, *size, *local_rank;
+    const char *source, *rank, *size, *local_rank, *local_size, *local_vars;
 } families[] = {
-    {"TCOMMS", "TCOMMS_RANK", "TCOMMS_SIZE", "TCOMMS_LOCAL_RANK"},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    {"TCOMMS", "TCOMMS_RANK", "TCOMMS_SIZE", "TCOMMS_LOCAL_RANK", "TCOMMS_LOCAL_SIZE",
+     "TCOMMS_LOCAL_RANK/TCOMMS_LOCAL_SIZE"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK/LOCAL_WORLD_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK/OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
+     "SLURM_LOCALID/SLURM_NTASKS_PER_NODE"},
 };
 
 /* The first set variable among `names`, or NULL; *which names it. */
@@ -136,8 +140,9 @@ tcomms_status_t tc_env_bootstrap(tc_bootstrap_t *bs)
 {
     memset(bs, 0, sizeof(*bs));
     bs->size = 1;
-    bs->local_rank = -1;
+    bs->local_rank = bs->local_size = -1;
     bs->source = "default";
+    bs->local_vars = "(none)";
     for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
         const struct family *fam = &families[f];
         if (getenv(fam->rank) == NULL)
@@ -157,6 +162,16 @@ tcomms_status_t tc_env_bootstrap(tc_bootstrap_t *bs)
         bs->size = (int)size;
         bs->local_rank = (int)local;
         bs->source = fam->source;
+        bs->local_vars = fam->local_vars;
+        const char *text = getenv(fam->local_size);
+        long lsize;
+        if (text != NULL && tc_parse_int(text, 1, 1 << 24, fam->local_size, &lsize) == TCOMMS_SUCCESS)
+            bs->local_size = (int)lsize;
+        else if (text != NULL) {
+            tc_error_clear();
+            tc_log(TCOMMS_LOG_WARN, "core", "environment variable %s='%.32s' ignored: expected an integer in [1, %d]",
+                   fam->local_size, text, 1 << 24);
+        }
         break;
     }
     return read_master(bs);

@@ -6,14 +6,18 @@
 
 typedef struct tc_bootstrap {
     int rank, size, local_rank;  /* local_rank -1 when the launcher did not say */
+    int local_size;              /* ranks on this host as the launcher says (a cross-check only), -1 when it did not */
     const char *source;          /* "TCOMMS", "torchrun", "Open MPI", "Slurm" or "default" */
+    const char *local_vars;      /* the variables local_rank and local_size come from, for messages */
     char master_addr[256];       /* "" when not set */
     int master_port;             /* 0 when not set */
 } tc_bootstrap_t;
 
-/* Fill `bs` from the environment: TCOMMS_RANK/SIZE/LOCAL_RANK, then torchrun's RANK/WORLD_SIZE/LOCAL_RANK, then
- * OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK, then SLURM_PROCID/NTASKS/LOCALID; the first family whose rank variable is
- * set wins, and no family at all means a single process (rank 0 of 1). Master address and port come from
+/* Fill `bs` from the environment: TCOMMS_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE, then torchrun's RANK/WORLD_SIZE/
+ * LOCAL_RANK/LOCAL_WORLD_SIZE, then OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE, then SLURM_PROCID/NTASKS/
+ * LOCALID/NTASKS_PER_NODE; the first family whose rank variable is set wins, and no family at all means a single
+ * process (rank 0 of 1). The local size is only compared with what the rendezvous finds (lib/topo.c): a malformed
+ * one is ignored with a warning. Master address and port come from
  * TCOMMS_MASTER_ADDR/PORT, else MASTER_ADDR/PORT. A malformed or missing value is TCOMMS_ERR_BAD_ENV naming it. */
 tcomms_status_t tc_env_bootstrap(tc_bootstrap_t *bs);
 

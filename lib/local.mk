@@ -8,7 +8,7 @@ lib_libtccore_la_SOURCES = \
 	lib/loader.h lib/log.c lib/log.h lib/mem.c lib/split.c lib/store.c lib/store.h lib/store_client.c \
 	lib/store_coll.c lib/store_impl.h lib/store_proto.h lib/store_request.c lib/store_server.c \
 	lib/store_server_impl.h lib/store_table.c lib/store_table.h lib/store_user.c lib/work.c lib/work.h
-lib_libtccore_la_SOURCES += lib/split_agree.c lib/split_agree.h
+lib_libtccore_la_SOURCES += lib/split_agree.c lib/split_agree.h lib/topo.c lib/topo.h
 lib_libtccore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 lib_libtccore_la_LIBADD = lib/libtcreduce.la
 

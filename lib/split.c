@@ -11,11 +11,13 @@
 #include "hints.h"
 #include "log.h"
 #include "split_agree.h"
+#include "topo.h"
 
 static void child_free(tcomms_comm_t *child)
 {
     tc_store_ref_release(child->store);
     tcomms_hints_free(child->hints);
+    free(child->hosts);
     free(child);
 }
 
@@ -43,7 +45,8 @@ static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, int tag,
     else
         snprintf(child->name, sizeof(child->name), "%.100s.%llu", parent->name, (unsigned long long)split);
     child->rank = -1;
-    child->local_rank = parent->local_rank;
+    child->local_rank = parent->local_rank; /* a member gets its own in build() */
+    child->local_size = parent->local_size;
     child->device = parent->device;
     child->timeout_ms = parent->timeout_ms;
     child->check_calls = parent->check_calls;
@@ -98,7 +101,9 @@ static tcomms_status_t build(tcomms_comm_t *parent, tcomms_comm_t *child, const 
     for (int i = 0; i < n; i++)
         if (members[i] == parent->rank)
             child->rank = i;
-    tcomms_status_t st = tc_comm_create_backends(child, parent, members);
+    tcomms_status_t st = tc_topo_split(child, parent, members);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_comm_create_backends(child, parent, members);
     if (st != TCOMMS_SUCCESS) {
         child_free(child);
         return st;

@@ -115,6 +115,7 @@ include tests/run.mk
 include tests/mrank.mk
 include tests/perf.mk
 include tests/plot.mk
+include tests/mpirun.mk
 include tests/compare.mk
 include tests/concurrent.mk
 include tests/fsdp.mk

@@ -4,8 +4,9 @@
 # (test_store_reset), strangers flooding the store's port (test_store_flood), UCX's settings under restricted
 # transports (test_ucx_config), ranks disagreeing about a call (test_mismatch), the TCOMMS_CHECK_CALLS check
 # (test_call_check), sends that must complete while their receiver is away from tcomms (test_away), released
-# handles used again (test_handles), exact integer AVG (test_avg). They share the fork harness and reference in
-# tests/libmrank.la, and use only the public API except where noted.
+# handles used again (test_handles), exact integer AVG (test_avg), node-local ranks from the rendezvous
+# (test_topo). They share the fork harness and reference in tests/libmrank.la, and use only the public API except
+# where noted.
 # make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
 mrank_cppflags = $(AM_CPPFLAGS)
@@ -20,7 +21,7 @@ tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
 	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
-	tests/test_handles tests/test_avg tests/test_split_agree
+	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -39,6 +40,11 @@ tests_test_split_agree_SOURCES = tests/test_split_agree.c tests/split_verify.c t
 tests_test_split_agree_CPPFLAGS = $(mrank_cppflags)
 tests_test_split_agree_CFLAGS = $(mrank_cflags)
 tests_test_split_agree_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
+
+tests_test_topo_SOURCES = tests/test_topo.c
+tests_test_topo_CPPFLAGS = $(mrank_cppflags)
+tests_test_topo_CFLAGS = $(mrank_cflags)
+tests_test_topo_LDADD = $(mrank_ldadd)
 
 tests_test_badinput_SOURCES = tests/test_badinput.c
 tests_test_badinput_CPPFLAGS = $(mrank_cppflags)

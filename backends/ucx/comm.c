@@ -199,8 +199,10 @@ tcomms_status_t tcu_comm_create(const tcomms_backend_comm_args_t *args, void **b
     }
     tcu_create_lock();
     st = tcu_ctx_acquire(core, &c->ctx);
-    if (st == TCOMMS_SUCCESS)
+    if (st == TCOMMS_SUCCESS) {
+        tcu_ctx_note_local_size(c->ctx, args->local_size);
         st = join(c, args);
+    }
     tcu_create_unlock();
     if (st != TCOMMS_SUCCESS) {
         if (c->ctx)

@@ -266,6 +266,7 @@ tcomms_status_t tcu_ctx_acquire(const tcomms_core_t *core, tcu_ctx_t **out)
     tcu_route_ucx_logs(core);
     c->active.anext = c->active.aprev = &c->active;
     c->next_check_ns = UINT64_MAX;
+    c->yield_after_ns = TCU_YIELD_AFTER_NS; /* until a communicator says how crowded the host is (progress.c) */
     pthread_mutex_init(&c->lock, NULL);
     tcomms_status_t st = read_env(c);
     if (st == TCOMMS_SUCCESS)

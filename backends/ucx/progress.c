@@ -19,7 +19,6 @@
 #define OVERSUBSCRIBED_TICK_NS (10ull * 1000 * 1000) /* the tick while a caller waits on an oversubscribed host */
 #define THREAD_BURST 64                        /* progress calls per wake-up before the thread arms again */
 #define POLLS_PER_CHECK 16                     /* a waiting caller reads the clock once per this many polls */
-#define YIELD_AFTER_NS (1000ull * 1000)        /* a waiting caller polls this long before yielding between polls */
 #define LINGER_NS (1000ull * 1000 * 1000)     /* the thread serves the worker this long after the last task ended */
 
 uint64_t tcu_now_ns(void)
@@ -104,32 +103,34 @@ static void sleep_on_worker(tcu_ctx_t *c, uint64_t now, uint64_t until)
     pthread_mutex_lock(&c->lock);
 }
 
-/* More ranks on this host than CPUs this process may run on (TCOMMS_LOCAL_SIZE, which only tcomms-run sets; under
- * torchrun, mpirun or srun it is unset and only the safety net below applies): the rank a waiting caller waits for
- * may be queued behind it on its own core, so yield at once, as Open MPI does when oversubscribed (measured, 4 ranks
- * on 2 CPUs, 8-byte all_reduce: 17 us yielding at once, 62 us yielding after 20 us, 3.5 ms never yielding).
- * Otherwise yield only after YIELD_AFTER_NS, a safety net for an oversubscription nobody told us about: with 2
- * ranks on 2 CPUs and a compiler running beside them, yielding after 20 us handed the CPU to the compiler on every
- * wait (8-byte all_reduce 22-26 us per call in most runs, against 0.25-0.4 us in most runs spinning on). */
-static uint64_t yield_after;
-
-static void decide_yield(void)
+/* More ranks on this host than CPUs this process may run on (the core counts the ranks of each communicator on
+ * this host at its rendezvous, whatever the launcher): the rank a waiting caller waits for may be queued behind it
+ * on its own core, so yield at once, as Open MPI does when oversubscribed (measured, 4 ranks on 2 CPUs, 8-byte
+ * all_reduce: 17 us yielding at once, 62 us yielding after 20 us, 3.5 ms never yielding). Otherwise yield only
+ * after TCU_YIELD_AFTER_NS, a safety net for an oversubscription nobody told us about: with 2 ranks on 2 CPUs and a
+ * compiler running beside them, yielding after 20 us handed the CPU to the compiler on every wait (8-byte
+ * all_reduce 22-26 us per call in most runs, against 0.25-0.4 us in most runs spinning on). The context keeps the
+ * largest local size of the communicators created on it: a split's smaller one does not make the host any less
+ * crowded. Called under the creation lock; the progress thread reads yield_after_ns without it. */
+void tcu_ctx_note_local_size(tcu_ctx_t *c, int local_size)
 {
-    const char *s = getenv("TCOMMS_LOCAL_SIZE");
-    long local = s ? strtol(s, NULL, 10) : 0;
+    if (local_size <= c->local_size)
+        return;
+    c->local_size = local_size;
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-    yield_after = cpus > 0 && local > cpus ? 0 : YIELD_AFTER_NS;
+    uint64_t after = cpus > 0 && local_size > cpus ? 0 : TCU_YIELD_AFTER_NS;
+    __atomic_store_n(&c->yield_after_ns, after, __ATOMIC_RELAXED);
+    c->core->log(TCOMMS_LOG_DEBUG, "ucx", "%d rank(s) on this host, %d CPU(s): %s", local_size, cpus,
+                 after == 0 ? "oversubscribed, waiting callers yield at once" : "waiting callers spin first");
 }
 
-static uint64_t yield_after_ns(void)
+static uint64_t yield_after_ns(const tcu_ctx_t *c)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, decide_yield);
-    return yield_after;
+    return __atomic_load_n(&c->yield_after_ns, __ATOMIC_RELAXED);
 }
 
-/* The caller's wait, in three phases. It polls flat out for YIELD_AFTER_NS (not at all when oversubscribed): a
+/* The caller's wait, in three phases. It polls flat out for TCU_YIELD_AFTER_NS (not at all when oversubscribed): a
  * running peer answers within microseconds, and a peer that is not running gets its turn from the scheduler anyway.
  * Then it keeps polling but yields the CPU at every clock check, so that a rank sharing this core gets to run while
  * this rank stays runnable and sees its message without a wake-up. Only after ctx->spin_ns (TCOMMS_UCX_SPIN_US)
@@ -154,7 +155,7 @@ int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
             continue;
         uint64_t now = tcu_now_ns();
         if (spin_end == 0) {
-            yield_at = now + yield_after_ns();
+            yield_at = now + yield_after_ns(c);
             spin_end = now + c->spin_ns;
         }
         if (now >= c->next_check_ns) {
@@ -250,7 +251,7 @@ static void *thread_main(void *arg)
              * oversubscribed host also tick less, since every wake-up takes a CPU from some rank (4 ranks on 2 CPUs:
              * stalls of 300-800 us every few dozen operations with 1 ms ticks, few without the thread) */
             away = 0;
-            if (yield_after_ns() == 0)
+            if (yield_after_ns(c) == 0)
                 ns = OVERSUBSCRIBED_TICK_NS;
         } else if (pthread_mutex_trylock(&c->lock) == 0) {
             ns = thread_turn(c, &seen_epoch, &away, &armed);

@@ -65,6 +65,9 @@ typedef struct tcu_ep {
 
 typedef struct tcu_comm tcu_comm_t;
 
+/* A waiting caller polls this long before yielding between polls, unless the host is oversubscribed (progress.c). */
+#define TCU_YIELD_AFTER_NS (1000ull * 1000)
+
 typedef struct tcu_ctx {
     const tcomms_core_t *core;
     pthread_mutex_t lock;   /* serialises every use of the worker and all engine state (tasks, comms, eps) */
@@ -79,6 +82,8 @@ typedef struct tcu_ctx {
     int warm;               /* this context's worker took part in a warm-up */
     int use_thread;         /* TCOMMS_UCX_PROGRESS_THREAD: start the progress thread (default 1) */
     int refs;               /* live communicators; guarded by the creation lock in context.c */
+    int local_size;         /* the most ranks on this host of any communicator created on it (progress.c) */
+    uint64_t yield_after_ns; /* how long a waiting caller polls before yielding: 0 when oversubscribed */
 
     tcu_ep_t **buckets;     /* endpoint cache keyed by worker address */
     size_t nbuckets, neps;
@@ -157,6 +162,8 @@ void tcu_sweep(tcu_ctx_t *ctx);
 /* Fail running tasks past their deadline. Lock held. */
 void tcu_check_deadlines(tcu_ctx_t *ctx, uint64_t now);
 tcomms_status_t tcu_thread_start(tcu_ctx_t *ctx);
+/* A communicator of `local_size` ranks on this host was created: decide whether waiting callers yield at once. */
+void tcu_ctx_note_local_size(tcu_ctx_t *ctx, int local_size);
 void tcu_thread_stop(tcu_ctx_t *ctx);
 /* Interrupt the progress thread's sleep (its wake fd). */
 void tcu_thread_wake(tcu_ctx_t *ctx);

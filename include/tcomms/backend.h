@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
-#define TCOMMS_BACKEND_ABI_VERSION 5u
+#define TCOMMS_BACKEND_ABI_VERSION 6u
 
 #define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
 
@@ -89,7 +89,13 @@ typedef struct tcomms_backend_comm_args {
                                   deletes the keys under it once every member's creation has returned, so use it
                                   during creation only */
     tcomms_store_t *store;
-    int rank, size, local_rank;
+    int rank, size;
+    int local_rank, local_size; /* (local_size: ABI 6) this rank's index among the members on its host, and their
+                                   number, as the core's rendezvous found them (the launcher's variables only
+                                   cross-check them); a split's non-member gets the parent's */
+    const int *hosts;          /* (ABI 6) hosts[r] for r < size: equal for members on one host, different
+                                  otherwise (an id, not an index: do not count on its range); NULL for a split's
+                                  non-member. Valid during comm_create only: copy what is needed later. */
     tcomms_device_t device;    /* index >= 0; a CUDA device asked as -1 arrives as local_rank: take it modulo the
                                   number of visible devices */
     const char *master_addr;   /* may be NULL (user store, or size 1) */

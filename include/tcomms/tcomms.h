@@ -93,8 +93,8 @@ typedef enum tcomms_device_type {
     TCOMMS_DEVICE_TYPE_COUNT
 } tcomms_device_type_t;
 
-/* A device: {TCOMMS_DEVICE_CPU, 0} or {TCOMMS_DEVICE_CUDA, N}; index -1 on CUDA means local_rank modulo the
- * number of visible GPUs, resolved when the communicator is created. */
+/* A device: {TCOMMS_DEVICE_CPU, 0} or {TCOMMS_DEVICE_CUDA, N}; index -1 on CUDA means the local rank (as
+ * tcomms_comm_local_rank reports it) modulo the number of visible GPUs, resolved when the communicator is created. */
 typedef struct tcomms_device {
     tcomms_device_type_t type;
     int index;
@@ -183,7 +183,8 @@ typedef struct tcomms_comm_params {
     const char *backend;
     tcomms_device_t device;      /* bound device; default cpu */
     const char *name;            /* default "world"; see tcomms_comm_create for how roots are matched */
-    int rank, size, local_rank;  /* default: from the environment (TCOMMS_*, torchrun, Open MPI, Slurm) */
+    int rank, size, local_rank;  /* default: from the environment (TCOMMS_*, torchrun, Open MPI, Slurm). local_rank
+                                  (-1: unknown) is only checked against the rendezvous' (tcomms_comm_local_rank) */
     const char *master_addr;     /* default: TCOMMS_MASTER_ADDR, else MASTER_ADDR */
     int master_port;             /* default: TCOMMS_MASTER_PORT, else MASTER_PORT */
     uint32_t timeout_ms;         /* default for every operation; default TCOMMS_TIMEOUT_MS, else 300000 */
@@ -232,6 +233,11 @@ TCOMMS_API tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int co
 
 TCOMMS_API tcomms_status_t tcomms_comm_rank(const tcomms_comm_t *comm, int *rank);
 TCOMMS_API tcomms_status_t tcomms_comm_size(const tcomms_comm_t *comm, int *size);
+/* This rank's index among the communicator's ranks on its host (ordered by rank), and how many they are. Learnt
+ * at creation from the rendezvous (each rank's host name and boot id, or TCOMMS_HOST_ID), whatever the launcher
+ * set; a split counts its members only. */
+TCOMMS_API tcomms_status_t tcomms_comm_local_rank(const tcomms_comm_t *comm, int *local_rank);
+TCOMMS_API tcomms_status_t tcomms_comm_local_size(const tcomms_comm_t *comm, int *local_size);
 TCOMMS_API tcomms_status_t tcomms_comm_name(const tcomms_comm_t *comm, const char **name);
 TCOMMS_API tcomms_status_t tcomms_comm_device(const tcomms_comm_t *comm, tcomms_device_t *device);
 /* The name of the backend serving `type`, or TCOMMS_ERR_NO_BACKEND_FOR_DEVICE. */

@@ -90,6 +90,8 @@ _PROTOS = {
     "tcomms_comm_split_color": (c_int, [_COMM, c_int, c_int, c_char_p, _HINTS, P(_COMM)]),
     "tcomms_comm_rank": (c_int, [_COMM, P(c_int)]),
     "tcomms_comm_size": (c_int, [_COMM, P(c_int)]),
+    "tcomms_comm_local_rank": (c_int, [_COMM, P(c_int)]),
+    "tcomms_comm_local_size": (c_int, [_COMM, P(c_int)]),
     "tcomms_comm_name": (c_int, [_COMM, P(c_char_p)]),
     "tcomms_comm_device": (c_int, [_COMM, P(Device)]),
     "tcomms_comm_backend": (c_int, [_COMM, c_int, P(c_char_p)]),

@@ -217,7 +217,7 @@ class Comm:
                 raise InvalidArgument("rank and size are given together")
             p.field_mask |= _lib.PARAM_RANK
             p.rank, p.size = int(rank), int(size)
-            p.local_rank = int(local_rank) if local_rank is not None else int(rank)
+            p.local_rank = int(local_rank) if local_rank is not None else -1  # the rendezvous finds it
         if master_addr is not None or master_port is not None:
             if master_addr is None or master_port is None:
                 raise InvalidArgument("master_addr and master_port are given together")
@@ -248,6 +248,9 @@ class Comm:
         d = _lib.Device()
         check(L.tcomms_comm_device(self.handle, ctypes.byref(d)))
         self.rank, self.size = r.value, s.value
+        check(L.tcomms_comm_local_rank(self.handle, ctypes.byref(r)))
+        check(L.tcomms_comm_local_size(self.handle, ctypes.byref(s)))
+        self.local_rank, self.local_size = r.value, s.value  # ranks on this host, as the rendezvous found them
         self.device_type = d.type
         self.device = _DEVICE_NAMES[d.type] + (":%d" % d.index if d.type == _lib.DEVICE_CUDA else "")
 

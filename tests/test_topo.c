@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Node-local ranks from the rendezvous (lib/topo.c) on 4 ranks of every CPU backend: with the launcher's local
+ * variables unset, wrong, or from another launcher family, tcomms_comm_local_rank/size must match what the ranks
+ * find themselves from their host ids (exchanged here in shared memory, outside tcomms); with TCOMMS_HOST_ID
+ * faking two hosts, on the root and on its splits. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tcomms/tcomms.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "mrank.h"
+
+#define MAX_BACKENDS 8
+#define NRANKS 4
+#define JOB_S 60
+#define ID_LEN 160
+
+static char backends[MAX_BACKENDS][32];
+static int nbackends;
+
+typedef enum env_case { ENV_UNSET, ENV_WRONG, ENV_OMPI, ENV_TWO_HOSTS, ENV_CASES } env_case_t;
+static const char *const case_names[ENV_CASES] = {"local variables unset", "local variables wrong",
+                                                  "Open MPI's variables", "TCOMMS_HOST_ID: two hosts"};
+
+typedef struct shared {
+    int backend;
+    env_case_t env;
+    int counter;               /* mrank_host_barrier */
+    char ids[NRANKS][ID_LEN];  /* every rank's host id, as this test computes it */
+} shared_t;
+
+/* The host id as the test sees it: independent of lib/topo.c's code, same definition (docs/env.md). */
+static void own_host_id(char *buf, size_t len)
+{
+    const char *forced = getenv("TCOMMS_HOST_ID");
+    if (forced != NULL && *forced != '\0') {
+        snprintf(buf, len, "%s", forced);
+        return;
+    }
+    char name[128] = "", boot[64] = "";
+    gethostname(name, sizeof(name) - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL)
+            boot[0] = '\0';
+        fclose(f);
+    }
+    boot[strcspn(boot, "\n")] = '\0';
+    snprintf(buf, len, "%s/%s", name, boot);
+}
+
+static void set_int(const char *name, int v)
+{
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%d", v);
+    setenv(name, buf, 1);
+}
+
+/* The launcher's variables for this case (mrank sets TCOMMS_RANK/SIZE/LOCAL_RANK). */
+static void set_env(env_case_t env, int rank, int size)
+{
+    unsetenv("TCOMMS_LOCAL_RANK");
+    unsetenv("TCOMMS_LOCAL_SIZE");
+    if (env == ENV_WRONG) {
+        set_int("TCOMMS_LOCAL_RANK", size - 1 - rank);
+        set_int("TCOMMS_LOCAL_SIZE", 1);
+        setenv("TCOMMS_LOG_LEVEL", "error", 1); /* the warning is expected: keep the log readable */
+    } else if (env == ENV_OMPI) {
+        unsetenv("TCOMMS_RANK");
+        unsetenv("TCOMMS_SIZE");
+        set_int("OMPI_COMM_WORLD_RANK", rank);
+        set_int("OMPI_COMM_WORLD_SIZE", size);
+        set_int("OMPI_COMM_WORLD_LOCAL_RANK", 0); /* as if every rank were alone on its node */
+        set_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+        setenv("TCOMMS_LOG_LEVEL", "error", 1);
+    } else if (env == ENV_TWO_HOSTS) {
+        setenv("TCOMMS_HOST_ID", rank % 2 ? "host-b" : "host-a", 1);
+    }
+}
+
+/* Local rank and size of `self` among `members` (indices into sh->ids), counted from the shared ids. */
+static void expected(const shared_t *sh, const int *members, int n, int self, int *lrank, int *lsize)
+{
+    *lrank = *lsize = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(sh->ids[members[i]], sh->ids[members[self]]) == 0) {
+            *lrank += i < self;
+            (*lsize)++;
+        }
+}
+
+static int check_comm(tcomms_comm_t *c, const shared_t *sh, const int *members, int n, const char *what)
+{
+    int rank = -1, lrank = -1, lsize = -1, want_rank, want_size, fails = 0;
+    tcomms_comm_rank(c, &rank);
+    if (tcomms_comm_local_rank(c, &lrank) != TCOMMS_SUCCESS || tcomms_comm_local_size(c, &lsize) != TCOMMS_SUCCESS)
+        return mrank_failf("FAIL %s: local rank/size query: %s", what, tcomms_last_error());
+    expected(sh, members, n, rank, &want_rank, &want_size);
+    if (lrank != want_rank || lsize != want_size)
+        fails += mrank_failf("FAIL %s (%s, %s), rank %d: local rank %d of %d, expected %d of %d", what,
+                             backends[sh->backend], case_names[sh->env], rank, lrank, lsize, want_rank, want_size);
+    /* the communicator works too: the all_reduce's sum depends on every member */
+    double v = rank + 1;
+    tcomms_status_t st = tcomms_all_reduce(c, &v, &v, 1, TCOMMS_FLOAT64, TCOMMS_SUM, NULL, NULL);
+    if (st != TCOMMS_SUCCESS || v != n * (n + 1) / 2.0)
+        fails += mrank_failf("FAIL %s: all_reduce gave %g (%s)", what, v, tcomms_last_error());
+    return fails;
+}
+
+static int topo_rank(int rank, int size, void *arg)
+{
+    shared_t *sh = arg;
+    set_env(sh->env, rank, size);
+    own_host_id(sh->ids[rank], ID_LEN);
+    if (mrank_host_barrier(&sh->counter, size, 1, 30) != 0)
+        return mrank_failf("FAIL rank %d: the others did not publish their host ids", rank);
+    tcomms_comm_params_t p = {.field_mask = TCOMMS_COMM_PARAM_BACKEND, .backend = backends[sh->backend]};
+    tcomms_comm_t *world = NULL;
+    if (tcomms_comm_create(&p, &world) != TCOMMS_SUCCESS)
+        return mrank_failf("FAIL rank %d: tcomms_comm_create: %s", rank, tcomms_last_error());
+    int all[NRANKS] = {0, 1, 2, 3};
+    int fails = check_comm(world, sh, all, size, "world");
+    /* a split restricts the parent's host table: {0, 1, 2} (rank 3 is a non-member), then by color rank % 2 */
+    int three[] = {0, 1, 2};
+    tcomms_comm_t *sub = NULL;
+    if (tcomms_comm_split(world, three, rank < 3 ? 3 : 0, "three", NULL, &sub) != TCOMMS_SUCCESS)
+        fails += mrank_failf("FAIL rank %d: split: %s", rank, tcomms_last_error());
+    else if (sub != NULL)
+        fails += check_comm(sub, sh, three, 3, "split {0,1,2}");
+    tcomms_comm_t *parity = NULL;
+    int odd[] = {1, 3}, even[] = {0, 2};
+    if (tcomms_comm_split_color(world, rank % 2, 0, "parity", NULL, &parity) != TCOMMS_SUCCESS)
+        fails += mrank_failf("FAIL rank %d: split_color: %s", rank, tcomms_last_error());
+    else
+        fails += check_comm(parity, sh, rank % 2 ? odd : even, 2, "split by rank % 2");
+    tcomms_comm_destroy(parity);
+    tcomms_comm_destroy(sub);
+    tcomms_comm_destroy(world);
+    return fails;
+}
+
+START_TEST(test_topo_cases)
+{
+    for (env_case_t env = 0; env < ENV_CASES; env++) {
+        shared_t *sh = mrank_shared_alloc(sizeof *sh);
+        ck_assert_ptr_nonnull(sh);
+        sh->backend = _i;
+        sh->env = env;
+        int failing = mrank_run(NRANKS, topo_rank, sh, JOB_S);
+        mrank_shared_free(sh, sizeof *sh);
+        ck_assert_msg(failing == 0, "%s, %s: %d rank(s) failed (see stderr)", backends[_i], case_names[env],
+                      failing);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    nbackends = mrank_backends(backends, MAX_BACKENDS);
+    if (nbackends == 0) {
+        printf("test_topo: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
+        return 77;
+    }
+    Suite *s = suite_create("topo");
+    TCase *tc = tcase_create("topo");
+    tcase_set_timeout(tc, ENV_CASES * (JOB_S + 10));
+    tcase_add_loop_test(tc, test_topo_cases, 0, nbackends);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}
