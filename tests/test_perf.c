@@ -624,7 +624,7 @@ START_TEST(test_cuda_stand_in)
     ck_assert_msg(strstr(r.err, "perf_cudart") == NULL, "'%s': the stand-in runtime objected:\n%s", cmd, r.err);
     ck_assert_msg(strstr(r.out, "backend fakecuda device cuda nranks 1\n") != NULL, "'%s': header:\n%s", cmd, r.out);
     char graph[32];
-    snprintf(graph, sizeof graph, "graph: %d\n", cuda_runs[_i].graph);
+    snprintf(graph, sizeof graph, "graph: %d unalign: 0\n", cuda_runs[_i].graph);
     ck_assert_msg(strstr(r.out, graph) != NULL, "'%s': no '%s' in the header:\n%s", cmd, graph, r.out);
     int want[1] = {0};
     static table_t t;

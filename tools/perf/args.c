@@ -18,7 +18,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-        "usage: tcomms-perf COLL [flags]   or   COLL_perf [flags] (a link named like nccl-tests' binaries)\n"
+        "usage: tcomms-perf COLL [flags], tcomms-perf --coll COLL [flags], or COLL_perf [flags] (a link)\n"
         "Measures a tcomms collective over a sweep of message sizes and prints nccl-tests' table (rank 0, stdout).\n"
         "Run one process per rank, e.g. `tcomms-run -n 4 tcomms-perf all_reduce -b 8 -e 128M -f 2`.\n"
         "\n"
@@ -58,7 +58,8 @@ static void usage(FILE *out)
         "      --json FILE           tcomms' JSON file, which tcomms-plot reads (rank 0)\n"
         "  -L, --label TEXT          name of this run in JSON and charts (default: the backend name)\n"
         "  -h, --help  --version\n"
-        "Exit status: 0; 1 on a runtime error, a wrong element or a timeout; 2 on a usage error.\n");
+        "Exit status: 0; 1 on a runtime error, a wrong element or a timeout; 2 on a usage error.\n"
+        "Testing aid: TCOMMS_PERF_CORRUPT=1 spoils one received element on rank 0 before each check.\n");
 }
 
 /* A usage error: the message on stderr, a pointer to --help, and exit status 2. */
