@@ -54,7 +54,7 @@ static void usage(FILE *out)
         "  -p -y -x -V -M -I -K, -D 0  accepted; without effect in tcomms (said once on stderr)\n"
         "tcomms' flags:\n"
         "  -B, --backend NAME        backend, e.g. gloo or cpu:gloo (default: TCOMMS_BACKEND, else the library's)\n"
-        "      --device DEV          where buffers live: cpu (default), cuda (the local rank's GPU) or cuda:N\n"
+        "      --device DEV          where buffers live: cpu (default), cuda (the local rank's GPU) or cuda:N\n"        "                            (cuda loads libcudart.so.13, .12 or libcudart.so; TCOMMS_PERF_CUDART names another)\n"
         "      --json FILE           tcomms' JSON file, which tcomms-plot reads (rank 0)\n"
         "  -L, --label TEXT          name of this run in JSON and charts (default: the backend name)\n"
         "  -h, --help  --version\n"
