@@ -123,7 +123,7 @@ bench_report_t *bench_report_new(const bench_opts_t *o, const char *tool, const 
 void bench_report_begin(bench_report_t *r, const bench_coll_t *coll);
 void bench_report_row(bench_report_t *r, const bench_layout_t *l, const bench_fig_t *oop, const bench_fig_t *ip);
 void bench_report_end(bench_report_t *r);
-/* Write the JSON file (-J) if one was asked for, free the report, and return the total of wrong elements. */
+/* Write the JSON file (--json, or its alias -J) if one was asked for, free the report, and return the total of wrong elements. */
 long bench_report_finish(bench_report_t *r);
 
 #endif

@@ -4,7 +4,8 @@
 # with backend "torch-nccl" (or "torch-tcomms"). Under
 # torchrun it uses torchrun's ranks; otherwise it spawns -g N ranks (default: every GPU) on this host.
 """usage: torch_bench.py COLL [options]   (COLL, all, or a comma-separated list; options as tcomms-perf:
--b -e -f -i -n -w -c -d -o -r -a -z -J -L, plus -g N ranks to spawn when not under torchrun). torch's natural call of each collective is timed and
+-b -e -f -i -n -w -c -d -o -r -a -z --json -L, plus -g N ranks to spawn when not under torchrun; -J FILE is
+--json FILE: tcomms' JSON, not nccl-tests' as tcomms-perf -J writes; -z 1 is tcomms-perf -z 2). torch's natural call of each collective is timed and
 reported in the out-of-place columns (all_reduce, broadcast and reduce are in place in torch); the in-place
 columns print N/A."""
 
@@ -69,7 +70,8 @@ def parse(argv):
     ap.add_argument("-r", "--root", type=int, default=0)
     ap.add_argument("-a", "--average", type=int, choices=[0, 1, 2, 3], default=1)
     ap.add_argument("-z", "--blocking", type=int, choices=[0, 1], default=0)
-    ap.add_argument("-J", "--json")
+    ap.add_argument("--json", "-J", metavar="FILE",
+                    help="write tcomms' JSON (tcomms-perf --json's; -J is the same, not nccl-tests' JSON)")
     ap.add_argument("-L", "--label")
     ap.add_argument("-g", "--ngpus", type=int, default=0)
     ap.add_argument("--backend", choices=["nccl", "tcomms"], default="nccl",

@@ -19,3 +19,6 @@ check_LTLIBRARIES += tests/perf_cudart.la
 tests_perf_cudart_la_SOURCES = tools/perf/test_cudart.c
 tests_perf_cudart_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 endif
+# tcomms-perf against nccl-tests' command line, text and JSON (a shell test: needs python3, else skipped).
+TESTS += tests/test_perf_nccl.sh
+EXTRA_DIST += tests/test_perf_nccl.sh

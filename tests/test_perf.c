@@ -1,8 +1,8 @@
 /* Tests of tools/perf/tcomms-perf: the built tool ($TCOMMS_PERF) runs under the built launcher ($TCOMMS_RUN) on
  * every CPU backend of TCOMMS_TEST_BACKENDS and 1 to 3 ranks. Its table and JSON file are parsed and checked
  * against this file's own tables (sizes, counts, busbw factors, which forms exist); bad flags must fail cleanly,
- * a deliberately spoiled element (TCOMMS_PERF_CORRUPT=1) must be counted and fail the run, and -D cuda on a
- * machine without a GPU or without the CUDA runtime must end with a message saying so and no table. The -D cuda
+ * a deliberately spoiled element (TCOMMS_PERF_CORRUPT=1) must be counted and fail the run, and --device cuda on a
+ * machine without a GPU or without the CUDA runtime must end with a message saying so and no table. The --device cuda
  * path itself runs on a stand-in runtime (tools/perf/test_cudart.c) and the single-rank "fakecuda" backend. */
 #include <check.h>
 #include <math.h>
@@ -40,7 +40,7 @@ static double factor(unsigned f, int n)
 
 typedef struct result {
     int status; /* exit status, or -1 when it did not exit normally */
-    char *out, *err, *json; /* json: the -J file's text (NULL: not asked for, or not written) */
+    char *out, *err, *json; /* json: the --json file's text (NULL: not asked for, or not written) */
 } result_t;
 
 static char *slurp(FILE *f)
@@ -57,7 +57,7 @@ static char *slurp(FILE *f)
 }
 
 /* Run `cmd` (words separated by single spaces); under tcomms-run on `nranks` ranks unless it is 0; with `env`
- * (NULL, or "NAME=VALUE" strings ending with NULL) in its environment; with `json`, add -J and a temporary file,
+ * (NULL, or "NAME=VALUE" strings ending with NULL) in its environment; with `json`, add --json and a temporary file,
  * read back (and removed) once the run is over. */
 static result_t run(int nranks, const char *cmd, const char *const *env, int json)
 {
@@ -74,7 +74,7 @@ static result_t run(int nranks, const char *cmd, const char *const *env, int jso
         int fd = mkstemp(path);
         ck_assert_int_ge(fd, 0);
         close(fd);
-        snprintf(line + strlen(line), sizeof line - strlen(line), " -J %s", path);
+        snprintf(line + strlen(line), sizeof line - strlen(line), " --json %s", path);
     }
     for (char *save, *w = strtok_r(line, " ", &save); w && argc < 63; w = strtok_r(NULL, " ", &save))
         argv[argc++] = w;
@@ -156,6 +156,8 @@ static int parse_num(const char *s, double *v)
 {
     char *end;
     *v = strtod(s, &end);
+    while (*end == ' ') /* nccl-tests' footer ends "%g %s" with an empty verdict */
+        end++;
     return end != s && *end == '\0' && isfinite(*v);
 }
 
@@ -500,7 +502,7 @@ static const struct { sweep_t s; const char *flags; } sweeps[] = {
     {{3, 8, 1u << 20, 0, 4, 1, 1, 0}, "-b 8 -e 1M -f 4 -c 1 -n 2 -w 1"},
     {{2, 8, 1u << 20, 1u << 20, 1, 1, 1, 0}, "-b 8 -e 1M -c 1"},
     {{3, 64, 256, 0, 4, 2, 0, 2}, "-b 64 -e 256 -f 4 -c 0 -z 1 -a 3 -N 2 -r 2 -n 1 -w 0"},
-    /* Registration modes of -D cuda are accepted and change nothing on cpu. */
+    /* Registration modes of --device cuda are accepted and change nothing on cpu. */
     {{2, 8, 4096, 0, 8, 1, 1, 1}, "-b 8 -e 4K -f 8 -R 1 -r 1 -n 1 -w 0"},
     {{3, 16, 1024, 0, 4, 1, 1, 0}, "-b 16 -e 1K -f 4 -R 2 -z 1 -n 1 -w 0 --local_register 2"},
 };
@@ -519,7 +521,7 @@ START_TEST(test_bad_flags)
         {"all_reduce -b 8Q", "suffix"},      {"all_reduce -b 8 -e 8 -B nosuch", "nosuch"},
         {"all_reduce -d float7", "float7"}, {"all_reduce -o nosuchop", "nosuchop"},
         {"all_reduce --nope", "--nope"},    {"all_reduce -R 3", "-R/--local_register"},
-        {"all_reduce -D cuda:x", "cuda:x"}, {"all_reduce -G 2", "needs -D cuda"},
+        {"all_reduce --device cuda:x", "cuda:x"}, {"all_reduce -G 2", "needs --device cuda"},
         {"all_reduce,bogus", "'bogus'"},     {"all_reduce,", "''"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -571,18 +573,18 @@ START_TEST(test_list)
 }
 END_TEST
 
-/* -D cuda that cannot run: exit 1, a message naming what is missing, and no table row on stdout (the contract
+/* --device cuda that cannot run: exit 1, a message naming what is missing, and no table row on stdout (the contract
  * allows '#' header lines only; this build prints none, as it checks before any communicator exists). */
 static void expect_no_cuda(const char *env, const char *why1, const char *why2)
 {
     const char *const vars[] = {env, NULL};
     const char *name = env ? env : "default runtime";
-    result_t r = run(0, "all_reduce -b 8 -e 64 -D cuda -B nccl", vars, 0);
-    ck_assert_msg(r.status == 1, "-D cuda (%s) exited %d, not 1: %s", name, r.status, r.err);
-    ck_assert_msg(strstr(r.err, "-D cuda") && (strstr(r.err, why1) || strstr(r.err, why2)),
-                  "-D cuda (%s): stderr does not say '%s' or '%s': %s", name, why1, why2, r.err);
+    result_t r = run(0, "all_reduce -b 8 -e 64 --device cuda -B nccl", vars, 0);
+    ck_assert_msg(r.status == 1, "--device cuda (%s) exited %d, not 1: %s", name, r.status, r.err);
+    ck_assert_msg(strstr(r.err, "--device cuda") && (strstr(r.err, why1) || strstr(r.err, why2)),
+                  "--device cuda (%s): stderr does not say '%s' or '%s': %s", name, why1, why2, r.err);
     for (char *save, *l = strtok_r(r.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-        ck_assert_msg(l[0] == '#', "-D cuda without a GPU printed a row: %s", l);
+        ck_assert_msg(l[0] == '#', "--device cuda without a GPU printed a row: %s", l);
     result_free(&r);
 }
 
@@ -597,14 +599,14 @@ START_TEST(test_cuda_missing)
 }
 END_TEST
 
-/* -D cuda end to end on the stand-in runtime and the fakecuda backend (one rank): buffers, copies and the check go
+/* --device cuda end to end on the stand-in runtime and the fakecuda backend (one rank): buffers, copies and the check go
  * through the runtime, operations carry the stream, -R registers, -G captures and replays; the stand-in reports
  * misuse (a synchronize while capturing, an unknown stream) and leaks on stderr. */
 static const struct { int nranks; int graph; const char *flags; } cuda_runs[] = {
-    {0, 0, "-D cuda:0 -z 0"},
-    {0, 0, "-D cuda:0 -z 1 -R 1"},
-    {0, 3, "-D cuda:0 -z 0 -R 2 -G 3"},
-    {1, 2, "-D cuda -z 1 -R 2 -G 2"}, /* under tcomms-run: cuda = the local rank's GPU */
+    {0, 0, "--device cuda:0 -z 0"},
+    {0, 0, "--device cuda:0 -z 1 -R 1"},
+    {0, 3, "--device cuda:0 -z 0 -R 2 -G 3"},
+    {1, 2, "--device cuda -z 1 -R 2 -G 2"}, /* under tcomms-run: cuda = the local rank's GPU */
 };
 
 START_TEST(test_cuda_stand_in)
@@ -622,7 +624,7 @@ START_TEST(test_cuda_stand_in)
     ck_assert_msg(strstr(r.err, "perf_cudart") == NULL, "'%s': the stand-in runtime objected:\n%s", cmd, r.err);
     ck_assert_msg(strstr(r.out, "backend fakecuda device cuda nranks 1\n") != NULL, "'%s': header:\n%s", cmd, r.out);
     char graph[32];
-    snprintf(graph, sizeof graph, "graph: %d\n", cuda_runs[_i].graph);
+    snprintf(graph, sizeof graph, "graph: %d unalign: 0\n", cuda_runs[_i].graph);
     ck_assert_msg(strstr(r.out, graph) != NULL, "'%s': no '%s' in the header:\n%s", cmd, graph, r.out);
     int want[1] = {0};
     static table_t t;

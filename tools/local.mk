@@ -1,4 +1,5 @@
-# Command-line tools.
+# Command-line tools. Their man pages (roff, tools/*/NAME.1) are added to dist_man1_MANS by each tool's local.mk.
+dist_man1_MANS =
 include tools/run/local.mk
 
 bin_PROGRAMS += tools/info/tcomms-info

@@ -1,5 +1,6 @@
 /* Command-line parsing of tcomms-perf (see args.h). Flag letters, long names, meanings and defaults follow
- * nccl-tests; dtype, op and device names are parsed by the library, so tcomms-perf accepts what tcomms accepts. */
+ * nccl-tests (src/common.cu); flags that mean nothing with one GPU per process are accepted and noted once.
+ * Type and op names are nccl-tests' and the library's; the device is parsed by the library. */
 #include "args.h"
 
 #include <errno.h>
@@ -12,56 +13,52 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
+
 static void usage(FILE *out)
 {
     fprintf(out,
-        "usage: tcomms-perf COLL [flags]   or   tcomms-perf --coll COLL [flags]\n"
+        "usage: tcomms-perf COLL [flags], tcomms-perf --coll COLL [flags], or COLL_perf [flags] (a link)\n"
         "Measures a tcomms collective over a sweep of message sizes and prints nccl-tests' table (rank 0, stdout).\n"
         "Run one process per rank, e.g. `tcomms-run -n 4 tcomms-perf all_reduce -b 8 -e 128M -f 2`.\n"
         "\n"
         "COLL: all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv\n"
-        "      all_gather_v reduce_scatter_v alltoall_v, or `all` (each in that order, one block each), or a\n"
-        "      comma-separated list of them (run in that same order).\n"
-        "      sendrecv: each rank sends to rank+1 and receives from rank-1 (N/A on one rank). The v-variants\n"
-        "      give rank k a ramp of unequal counts summing to the equal variant's total (see colls.c).\n"
-        "      broadcast takes one buffer in tcomms: it is reported in the out-of-place columns.\n"
+        "      all_gather_v reduce_scatter_v alltoall_v, also as nccl-tests names them (all_reduce_perf,\n"
+        "      allreduce, alltoallv_perf); `all`, or a comma-separated list. See tcomms-perf(1).\n"
         "\n"
-        "  -b, --minbytes N       smallest message size (default 32M); K, M, G suffixes are powers of 1024\n"
-        "  -e, --maxbytes N       largest message size (default 32M)\n"
-        "  -f, --stepfactor F     multiply the size by F between steps (default 1: add -i instead)\n"
-        "  -i, --stepbytes N      add N bytes between steps when -f is 1 (default 1M)\n"
-        "  -n, --iters N          timed iterations per size (default 20)\n"
-        "  -w, --warmup_iters N   untimed iterations before them (default 1)\n"
-        "  -c, --check 0|1        check every received element once per size and form (default 1; 0 prints N/A)\n"
-        "  -d, --datatype T       int8 uint8 int32 int64 half|float16 bfloat16 float|float32 double|float64\n"
-        "                         (default float)\n"
-        "  -o, --op OP            sum prod min max avg, for reducing collectives (default sum)\n"
-        "  -r, --root R           root of broadcast, reduce, gather, scatter (default 0)\n"
-        "  -a, --average 0..3     time reported across ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum (default 1)\n"
-        "  -N, --run_cycles N     run the sweep N times (default 1; 0 = until interrupted)\n"
-        "  -z, --blocking 0|1     0: post every iteration, then wait for all; 1: each call blocks (default 0)\n"
-        "  -B, --backend NAME     tcomms backend, e.g. gloo or cpu:gloo (default: TCOMMS_BACKEND, else the\n"
-        "                         library's default)\n"
-        "  -D, --device DEV       where buffers live: cpu (default), cuda (the GPU of the local rank, modulo\n"
-        "                         the GPUs visible) or cuda:N. cuda loads the CUDA runtime (libcudart.so.13, .12\n"
-        "                         or libcudart.so; TCOMMS_PERF_CUDART names another) and orders every operation\n"
-        "                         and copy on one stream of this rank (opts.stream); times then include a\n"
-        "                         stream synchronize, and -z 1 synchronizes after each call, as nccl-tests\n"
-        "  -R, --local_register M 0: plain buffers (cudaMalloc); 1: tcomms_mem_alloc + tcomms_mem_register;\n"
-        "                         2: tcomms_mem_alloc + a symmetric window (TCOMMS_MEM_REG_WINDOW) (default 0;\n"
-        "                         cpu accepts and ignores it)\n"
-        "  -G, --cudagraph N      capture the -n iterations in a CUDA graph and time N replays of it (default 0:\n"
-        "                         no graph; cuda only)\n"
-        "  -J, --json FILE        also write the results as JSON to FILE (rank 0)\n"
-        "  -L, --label TEXT       name of this run in JSON and charts (default: the backend name)\n"
-        "  -h, --help             print this help and exit\n"
-        "\n"
-        "Columns: size (B, max of send and receive bytes per rank), count (elements per call and rank), type,\n"
-        "redop, root, then for out-of-place and in-place: time (us per op), algbw and busbw (GB/s, 1e9 B/s),\n"
-        "#wrong (wrong elements summed over ranks). busbw = algbw * 2(n-1)/n for all_reduce, * 1 for broadcast,\n"
-        "reduce and sendrecv, * (n-1)/n for the others. Forms a collective lacks print N/A. When stderr is a\n"
-        "terminal, rank 0 shows progress there. Exit status: 0; 1 on a runtime error or any wrong element;\n"
-        "2 on a usage error.\n"
+        "nccl-tests' flags:\n"
+        "  -b, --minbytes N          smallest size (default 32M; K, M, G are powers of 1024)\n"
+        "  -e, --maxbytes N          largest size (default 32M)\n"
+        "  -i, --stepbytes N         add N between sizes (default 1M)\n"
+        "  -f, --stepfactor F        multiply by F between sizes instead (default 1: add)\n"
+        "  -n, --iters N             timed iterations (default 20)\n"
+        "  -w, --warmup_iters N      untimed iterations before them (default 1)\n"
+        "  -m, --agg_iters N         operations per timed iteration (default 1)\n"
+        "  -N, --run_cycles N        run the sweep N times (default 1; 0 = until interrupted)\n"
+        "  -c, --check N             checked runs per size and form, each on fresh data (default 1; 0: N/A)\n"
+        "  -d, --datatype T|all      int8 uint8 int32 int64 half bfloat16 float double (default float);\n"
+        "                            uint32, uint64, f8e4m3, f8e5m2: tcomms has no such type\n"
+        "  -o, --op OP|all           sum prod max min avg (default sum); mulsum: not in tcomms\n"
+        "  -r, --root R|all          root of rooted collectives (default 0; all or -1: each rank in turn)\n"
+        "  -a, --average 0..3        time across ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum (default 1)\n"
+        "  -z, --blocking 0..3       0 post all, then wait; 1 wait and barrier after each op; 2 wait after\n"
+        "                            each op; 3 wait and barrier after each iteration, barrier not timed\n"
+        "  -T, --timeout S           fail when one size takes more than S seconds (default 0: never)\n"
+        "  -C, --report_cputime 0|1  report the host's time to post the operations (default 0)\n"
+        "  -S, --report_timestamps 0|1  a timestamp after each row (default 0)\n"
+        "  -u, --unalign N           buffers start N elements past an aligned address (default 0)\n"
+        "  -J, --output_file F.json  nccl-tests' JSON file (rank 0; an existing F gets F.0, F.1, ...)\n"
+        "  -R, --local_register 0..2 0 plain, 1 registered, 2 symmetric-window buffers (cuda; cpu ignores it)\n"
+        "  -G, --cudagraph N         time N replays of the iterations captured in a CUDA graph (cuda only)\n"
+        "  -g, --ngpus 1  -t, --nthreads 1   one GPU per process in tcomms: only 1 is accepted\n"
+        "  -p -y -x -V -M -I -K, -D 0  accepted; without effect in tcomms (said once on stderr)\n"
+        "tcomms' flags:\n"
+        "  -B, --backend NAME        backend, e.g. gloo or cpu:gloo (default: TCOMMS_BACKEND, else the library's)\n"
+        "      --device DEV          where buffers live: cpu (default), cuda (the local rank's GPU) or cuda:N\n"        "                            (cuda loads libcudart.so.13, .12 or libcudart.so; TCOMMS_PERF_CUDART names another)\n"
+        "      --json FILE           tcomms' JSON file, which tcomms-plot reads (rank 0)\n"
+        "  -L, --label TEXT          name of this run in JSON and charts (default: the backend name)\n"
+        "  -h, --help  --version\n"
+        "Exit status: 0; 1 on a runtime error, a wrong element or a timeout; 2 on a usage error.\n"
         "Testing aid: TCOMMS_PERF_CORRUPT=1 spoils one received element on rank 0 before each check.\n");
 }
 
@@ -98,11 +95,12 @@ static int parse_size(const char *flag, const char *text, size_t *out)
     return 0;
 }
 
+/* An integer as nccl-tests reads it (strtol base 0: 0x10 and 010 too), within lo..hi. */
 static int parse_int(const char *flag, const char *text, int lo, int hi, int *out)
 {
     errno = 0;
     char *end;
-    long v = strtol(text, &end, 10);
+    long v = strtol(text, &end, 0);
     if (end == text || *end != '\0' || errno != 0 || v < lo || v > hi) {
         if (hi >= INT_MAX / 2)
             return bad("%s: '%s' must be an integer >= %d", flag, text, lo);
@@ -112,52 +110,189 @@ static int parse_int(const char *flag, const char *text, int lo, int hi, int *ou
     return 0;
 }
 
-/* The library's parse message, after the flag at fault. */
-static int lib_bad(const char *flag)
+/* nccl-tests' type names in its order (`-d all` runs them so); TCOMMS_DTYPE_COUNT: tcomms has no such type. */
+static const struct { const char *name; tcomms_dtype_t t; } nccl_types[] = {
+    {"int8", TCOMMS_INT8},        {"uint8", TCOMMS_UINT8},          {"int32", TCOMMS_INT32},
+    {"uint32", TCOMMS_DTYPE_COUNT}, {"int64", TCOMMS_INT64},        {"uint64", TCOMMS_DTYPE_COUNT},
+    {"half", TCOMMS_FLOAT16},     {"float", TCOMMS_FLOAT32},        {"double", TCOMMS_FLOAT64},
+    {"bfloat16", TCOMMS_BFLOAT16}, {"f8e4m3", TCOMMS_DTYPE_COUNT},  {"f8e5m2", TCOMMS_DTYPE_COUNT},
+    {"char", TCOMMS_INT8},        {"int", TCOMMS_INT32}, /* nccl-tests built against NCCL 1 */
+};
+#define N_NCCL_TYPES 10 /* the entries `all` runs (fp8 only where NCCL and the GPU have it) */
+
+const char *perf_type_name(tcomms_dtype_t t)
 {
-    return bad("%s: %s", flag, tcomms_last_error());
+    for (size_t k = 0; k < sizeof nccl_types / sizeof nccl_types[0]; k++)
+        if (nccl_types[k].t == t)
+            return nccl_types[k].name;
+    return "?";
 }
 
+static void note(perf_args_t *a, const char *text)
+{
+    size_t n = strlen(a->notes);
+    snprintf(a->notes + n, sizeof a->notes - n, "%s%s", n ? "; " : "", text);
+}
+
+static int parse_types(perf_args_t *a, const char *v)
+{
+    a->ndtypes = 0;
+    if (strcmp(v, "all") == 0) {
+        for (int k = 0; k < N_NCCL_TYPES; k++)
+            if (nccl_types[k].t != TCOMMS_DTYPE_COUNT)
+                a->dtypes[a->ndtypes++] = nccl_types[k].t;
+        note(a, "-d all: uint32 and uint64 are left out (tcomms has no such types)");
+        return 0;
+    }
+    for (size_t k = 0; k < sizeof nccl_types / sizeof nccl_types[0]; k++) {
+        if (strcmp(v, nccl_types[k].name) != 0)
+            continue;
+        if (nccl_types[k].t == TCOMMS_DTYPE_COUNT)
+            return bad("-d/--datatype %s: tcomms has no %s type (int8 uint8 int32 int64 half bfloat16 float "
+                       "double)", v, v);
+        a->dtypes[a->ndtypes++] = nccl_types[k].t;
+        return 0;
+    }
+    if (tcomms_dtype_parse(v, &a->dtypes[0]) != TCOMMS_SUCCESS) /* the library's names: float32, float16 ... */
+        return bad("-d/--datatype: %s", tcomms_last_error());
+    a->ndtypes = 1;
+    return 0;
+}
+
+static int parse_ops(perf_args_t *a, const char *v)
+{
+    static const tcomms_op_t all[] = {TCOMMS_SUM, TCOMMS_PROD, TCOMMS_MAX, TCOMMS_MIN, TCOMMS_AVG};
+    a->nops = 0;
+    if (strcmp(v, "all") == 0) {
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            a->ops[a->nops++] = all[k];
+        note(a, "-o all: mulsum is left out (tcomms has no pre-multiplied sum)");
+        return 0;
+    }
+    if (strcmp(v, "mulsum") == 0)
+        return bad("-o/--op mulsum: tcomms has no pre-multiplied sum (sum prod max min avg)");
+    if (tcomms_op_parse(v, &a->ops[0]) != TCOMMS_SUCCESS)
+        return bad("-o/--op: %s", tcomms_last_error());
+    a->nops = 1;
+    return 0;
+}
+
+/* Flags of nccl-tests that have nothing to act on here: accepted, and when not at their default, noted. */
+static int ignored(perf_args_t *a, int c, const char *v)
+{
+    static const struct { int c; const char *flag, *why; } tab[] = {
+        {'p', "-p/--parallel_init", "one GPU per process, nothing to initialize in parallel"},
+        {'y', "-y/--stream_null", "tcomms-perf uses its own stream"},
+        {'x', "-x/--cta_policy", "an NCCL communicator setting tcomms-perf does not pass"},
+        {'V', "-V/--device_cta_count", "only for -D > 0"},
+        {'M', "-M/--memory", "no GPU memory report"},
+        {'I', "-I/--per_iter_timing", "no per-iteration columns"},
+        {'K', "-K/--per_iter_skip", "only for -I"},
+    };
+    int x;
+    for (size_t k = 0; k < sizeof tab / sizeof tab[0]; k++) {
+        if (tab[k].c != c)
+            continue;
+        int st = parse_int(tab[k].flag, v, INT_MIN / 2, INT_MAX / 2, &x);
+        if (st == 0 && x != (c == 'x' ? -1 : c == 'V' ? 16 : 0)) {
+            char text[160];
+            snprintf(text, sizeof text, "%s %s ignored (%s)", tab[k].flag, v, tab[k].why);
+            note(a, text);
+        }
+        return st;
+    }
+    return -1;
+}
+
+enum { OPT_DEVICE = 256, OPT_JSON, OPT_VERSION };
+
 static const struct option longopts[] = {
-    {"coll", required_argument, NULL, 'C'},       {"minbytes", required_argument, NULL, 'b'},
-    {"maxbytes", required_argument, NULL, 'e'},   {"stepfactor", required_argument, NULL, 'f'},
-    {"stepbytes", required_argument, NULL, 'i'},  {"iters", required_argument, NULL, 'n'},
-    {"warmup_iters", required_argument, NULL, 'w'}, {"check", required_argument, NULL, 'c'},
-    {"datatype", required_argument, NULL, 'd'},   {"op", required_argument, NULL, 'o'},
-    {"root", required_argument, NULL, 'r'},       {"average", required_argument, NULL, 'a'},
-    {"run_cycles", required_argument, NULL, 'N'}, {"blocking", required_argument, NULL, 'z'},
-    {"backend", required_argument, NULL, 'B'},    {"device", required_argument, NULL, 'D'},
-    {"json", required_argument, NULL, 'J'},       {"label", required_argument, NULL, 'L'},
-    {"local_register", required_argument, NULL, 'R'}, {"cudagraph", required_argument, NULL, 'G'},
-    {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
+    {"coll", required_argument, NULL, 'Q'},        {"minbytes", required_argument, NULL, 'b'},
+    {"maxbytes", required_argument, NULL, 'e'},    {"stepbytes", required_argument, NULL, 'i'},
+    {"stepfactor", required_argument, NULL, 'f'},  {"iters", required_argument, NULL, 'n'},
+    {"agg_iters", required_argument, NULL, 'm'},   {"warmup_iters", required_argument, NULL, 'w'},
+    {"run_cycles", required_argument, NULL, 'N'},  {"parallel_init", required_argument, NULL, 'p'},
+    {"check", required_argument, NULL, 'c'},       {"op", required_argument, NULL, 'o'},
+    {"datatype", required_argument, NULL, 'd'},    {"root", required_argument, NULL, 'r'},
+    {"blocking", required_argument, NULL, 'z'},    {"stream_null", required_argument, NULL, 'y'},
+    {"timeout", required_argument, NULL, 'T'},     {"cudagraph", required_argument, NULL, 'G'},
+    {"report_cputime", required_argument, NULL, 'C'}, {"report_timestamps", required_argument, NULL, 'S'},
+    {"output_file", required_argument, NULL, 'J'}, {"average", required_argument, NULL, 'a'},
+    {"local_register", required_argument, NULL, 'R'}, {"cta_policy", required_argument, NULL, 'x'},
+    {"device_implementation", required_argument, NULL, 'D'}, {"device_cta_count", required_argument, NULL, 'V'},
+    {"memory", required_argument, NULL, 'M'},      {"unalign", required_argument, NULL, 'u'},
+    {"per_iter_timing", required_argument, NULL, 'I'}, {"per_iter_skip", required_argument, NULL, 'K'},
+    {"nthreads", required_argument, NULL, 't'},    {"ngpus", required_argument, NULL, 'g'},
+    {"backend", required_argument, NULL, 'B'},     {"device", required_argument, NULL, OPT_DEVICE},
+    {"json", required_argument, NULL, OPT_JSON},   {"label", required_argument, NULL, 'L'},
+    {"help", no_argument, NULL, 'h'},              {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
 };
+
+/* -g and -t: tcomms runs one rank, one GPU, one thread per process. */
+static int one_gpu(const char *flag, const char *v)
+{
+    int x;
+    int st = parse_int(flag, v, 1, INT_MAX, &x);
+    if (st == 0 && x != 1)
+        return bad("%s %d: tcomms runs one GPU per process (one rank each, one thread); start %d processes "
+                   "instead, e.g. tcomms-run -n %d", flag, x, x, x);
+    return st;
+}
+
+/* -D: nccl-tests' device-API implementation; 0 is NCCL's host API, which is what tcomms calls. */
+static int device_impl(const char *v)
+{
+    int x;
+    if (parse_int("-D/--device_implementation", v, 0, INT_MAX, &x) != 0)
+        return bad("(-D is nccl-tests' device implementation now; where buffers live is --device %s)", v);
+    if (x != 0)
+        return bad("-D/--device_implementation %d: tcomms has no device-API kernels; only 0 (the host API)", x);
+    return 0;
+}
 
 /* One option; 0, or the exit status of a usage error. */
 static int option(perf_args_t *a, int c, const char *v, const char **coll)
 {
-    int x = 0, st = 0;
+    int st = 0;
     switch (c) {
-    case 'C': *coll = v; break;
+    case 'Q': *coll = v; break;
     case 'b': st = parse_size("-b/--minbytes", v, &a->min_bytes); break;
     case 'e': st = parse_size("-e/--maxbytes", v, &a->max_bytes); break;
     case 'i': st = parse_size("-i/--stepbytes", v, &a->step_bytes); break;
     case 'f': st = parse_int("-f/--stepfactor", v, 1, 1 << 20, &a->step_factor); break;
     case 'n': st = parse_int("-n/--iters", v, 1, INT_MAX / 2, &a->iters); break;
+    case 'm': st = parse_int("-m/--agg_iters", v, 1, 1 << 16, &a->agg); break;
     case 'w': st = parse_int("-w/--warmup_iters", v, 0, INT_MAX / 2, &a->warmup); break;
-    case 'c': st = parse_int("-c/--check", v, 0, INT_MAX, &x); a->check = x > 0; break;
-    case 'r': st = parse_int("-r/--root", v, 0, INT_MAX, &a->root); break;
+    case 'c': st = parse_int("-c/--check", v, 0, 1 << 20, &a->check); break;
+    case 'r':
+        if (strcmp(v, "all") == 0)
+            a->root = -1;
+        else
+            st = parse_int("-r/--root", v, -1, INT_MAX, &a->root);
+        break;
     case 'a': st = parse_int("-a/--average", v, 0, 3, &a->average); break;
     case 'N': st = parse_int("-N/--run_cycles", v, 0, INT_MAX, &a->cycles); break;
-    case 'z': st = parse_int("-z/--blocking", v, 0, 1, &a->blocking); break;
+    case 'z': st = parse_int("-z/--blocking", v, 0, 3, &a->blocking); break;
+    case 'T': st = parse_int("-T/--timeout", v, 0, INT_MAX, &a->timeout); break;
+    case 'C': st = parse_int("-C/--report_cputime", v, 0, 1, &a->cputime); break;
+    case 'S': st = parse_int("-S/--report_timestamps", v, 0, 1, &a->timestamps); break;
+    case 'u': st = parse_int("-u/--unalign", v, 0, 1 << 20, &a->unalign); break;
     case 'R': st = parse_int("-R/--local_register", v, 0, 2, &a->local_register); break;
     case 'G': st = parse_int("-G/--cudagraph", v, 0, INT_MAX / 2, &a->graph); break;
-    case 'd': st = tcomms_dtype_parse(v, &a->dtype) == TCOMMS_SUCCESS ? 0 : lib_bad("-d/--datatype"); break;
-    case 'o': st = tcomms_op_parse(v, &a->op) == TCOMMS_SUCCESS ? 0 : lib_bad("-o/--op"); break;
-    case 'D': st = tcomms_device_parse(v, &a->device) == TCOMMS_SUCCESS ? 0 : lib_bad("-D/--device"); break;
+    case 'g': st = one_gpu("-g/--ngpus", v); break;
+    case 't': st = one_gpu("-t/--nthreads", v); break;
+    case 'D': st = device_impl(v); break;
+    case 'd': st = parse_types(a, v); break;
+    case 'o': st = parse_ops(a, v); break;
+    case OPT_DEVICE:
+        st = tcomms_device_parse(v, &a->device) == TCOMMS_SUCCESS ? 0 : bad("--device: %s", tcomms_last_error());
+        break;
     case 'B': a->backend = v; st = *v ? 0 : bad("-B/--backend: the backend name is empty"); break;
-    case 'J': a->json = v; break;
+    case 'J': a->nccl_json = v; break;
+    case OPT_JSON: a->json = v; break;
     case 'L': a->label = v; break;
-    default: st = -1; break; /* getopt's '?': named by the caller */
+    default: st = ignored(a, c, v); break; /* -1 for getopt's '?': named by the caller */
     }
     return st;
 }
@@ -175,14 +310,28 @@ static int parse_colls(const char *text, unsigned *colls)
             *colls |= (1u << perf_ncolls) - 1;
         else if (c != NULL && n < sizeof name)
             *colls |= 1u << (c - perf_colls);
+        else if (strncmp(name, "hypercube", 9) == 0)
+            return bad("%s: tcomms has no hypercube collective", name);
         else
             return bad("unknown collective '%.*s' (all_reduce all_gather reduce_scatter broadcast reduce alltoall "
-                       "gather scatter sendrecv all_gather_v reduce_scatter_v alltoall_v all, or a comma-separated "
-                       "list of them)", (int)n, p);
+                       "gather scatter sendrecv all_gather_v reduce_scatter_v alltoall_v all, nccl-tests' names "
+                       "such as all_reduce_perf or allreduce, or a comma-separated list)", (int)n, p);
         p += n;
         if (*p == '\0')
             return 0;
     }
+}
+
+/* The collective of a program named like nccl-tests' binaries (all_reduce_perf, also lt-all_reduce_perf, the
+ * libtool wrapper's name), else NULL. */
+static const char *coll_of_program(const char *argv0)
+{
+    const char *base = strrchr(argv0, '/');
+    base = base ? base + 1 : argv0;
+    if (strncmp(base, "lt-", 3) == 0)
+        base += 3;
+    size_t n = strlen(base);
+    return n > 5 && strcmp(base + n - 5, "_perf") == 0 ? base : NULL;
 }
 
 /* Checks that need every option. */
@@ -200,7 +349,16 @@ static int finish(perf_args_t *a, const char *coll)
     if (a->step_bytes == 0 && a->step_factor == 1 && a->min_bytes < a->max_bytes)
         return bad("-i/--stepbytes 0 with -f/--stepfactor 1 never grows");
     if (a->graph > 0 && a->device.type != TCOMMS_DEVICE_CUDA)
-        return bad("-G/--cudagraph %d needs -D cuda (CUDA graphs capture work on a GPU stream)", a->graph);
+        return bad("-G/--cudagraph %d needs --device cuda (CUDA graphs capture work on a GPU stream)", a->graph);
+    if (a->graph > 0 && a->blocking == 3)
+        return bad("-z 3 with -G: nccl-tests refuses this pair too (no barrier inside a graph)");
+    if (a->nccl_json != NULL) {
+        const char *dot = strrchr(a->nccl_json, '.'), *slash = strrchr(a->nccl_json, '/');
+        if (dot == NULL || (slash != NULL && slash > dot) || strcasecmp(dot, ".json") != 0) {
+            note(a, "-J: no file written (nccl-tests writes only FILE.json)");
+            a->nccl_json = NULL;
+        }
+    }
     const char *corrupt = getenv("TCOMMS_PERF_CORRUPT");
     a->corrupt = corrupt != NULL && strcmp(corrupt, "1") == 0;
     return -1;
@@ -209,15 +367,20 @@ static int finish(perf_args_t *a, const char *coll)
 int perf_args_parse(int argc, char **argv, perf_args_t *a)
 {
     *a = (perf_args_t){.min_bytes = 32u << 20, .max_bytes = 32u << 20, .step_bytes = 1u << 20, .step_factor = 1,
-                       .iters = 20, .warmup = 1, .check = 1, .average = 1, .cycles = 1, .dtype = TCOMMS_FLOAT32,
-                       .op = TCOMMS_SUM, .device = {TCOMMS_DEVICE_CPU, 0}};
-    const char *coll = NULL;
-    int c;
+                       .iters = 20, .warmup = 1, .check = 1, .agg = 1, .average = 1, .cycles = 1,
+                       .dtypes = {TCOMMS_FLOAT32}, .ndtypes = 1, .ops = {TCOMMS_SUM}, .nops = 1,
+                       .device = {TCOMMS_DEVICE_CPU, 0}, .argc = argc, .argv = argv};
+    const char *coll = argc > 0 ? coll_of_program(argv[0]) : NULL;
+    int c, named = coll != NULL;
     optind = 1;
     opterr = 0; /* getopt would name the program by its path; we say it ourselves */
-    while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:N:z:B:D:J:L:R:G:h", longopts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
+    while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:B:L:",
+                            longopts, NULL)) != -1) {
+        if (c == 'h' || c == OPT_VERSION) {
+            if (c == 'h')
+                usage(stdout);
+            else
+                printf("tcomms-perf (tcomms) %s\n", PACKAGE_VERSION);
             return 0;
         }
         int st = option(a, c, optarg, &coll);
@@ -226,10 +389,10 @@ int perf_args_parse(int argc, char **argv, perf_args_t *a)
         if (st != 0)
             return st;
     }
-    for (; optind < argc; optind++) {
-        if (coll != NULL)
+    for (; optind < argc; optind++, named = 0) {
+        if (coll != NULL && !named)
             return bad("more than one collective given ('%s' and '%s')", coll, argv[optind]);
-        coll = argv[optind];
+        coll = argv[optind]; /* a first argument overrides the program's name */
     }
     return finish(a, coll);
 }

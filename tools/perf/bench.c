@@ -7,11 +7,13 @@
 #include "bench.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "values.h"
 
@@ -74,30 +76,53 @@ static tcomms_status_t settle(bench_t *b, const char *what)
     return b->capturing || perf_mem_sync(b->mem) == 0 ? TCOMMS_SUCCESS : mem_failed(b, what);
 }
 
-/* -z 0: post every iteration, then wait for all; -z 1: each call blocks (and, on cuda, is synchronized). On cuda,
- * -z 0 makes plain calls: they are stream-ordered and never block the host, which is how nccl-tests enqueues its
- * iterations, so both sides time the same thing. */
-static tcomms_status_t run_iters(bench_t *b, const perf_coll_t *coll, const perf_layout_t *l, const void *s,
-                                 void *r, int iters)
-{
-    tcomms_status_t st = TCOMMS_SUCCESS;
-    int handles = !b->a->blocking && b->mem->type != TCOMMS_DEVICE_CUDA;
-    for (int i = 0; i < iters && st == TCOMMS_SUCCESS; i++) {
-        st = coll->run(&b->x, l, s, r, handles ? &b->works : NULL);
-        if (st == TCOMMS_SUCCESS && b->a->blocking && b->mem->type == TCOMMS_DEVICE_CUDA)
-            st = settle(b, coll->name);
-    }
-    tcomms_status_t wst = wait_all(b);
-    return st != TCOMMS_SUCCESS ? st : wst;
-}
-
-/* Every rank is here and nothing of before is still running. */
+/* Every rank is here and nothing of before is still running (inside a graph capture: nothing to do). */
 static tcomms_status_t barrier(bench_t *b)
 {
+    if (b->capturing)
+        return TCOMMS_SUCCESS;
     tcomms_status_t st = tcomms_barrier(b->x.comm, b->x.opts, NULL);
     if (st != TCOMMS_SUCCESS)
         return fail(b, "barrier before timing", st);
     return settle(b, "barrier before timing");
+}
+
+/* `iters` iterations of -m operations each, with -z as nccl-tests: 0 posts every operation, then waits for all;
+ * 1 and 2 complete each operation (1 adds a barrier); 3 completes each iteration and then meets at a barrier that
+ * is not timed. On cuda, posting is a plain call: stream-ordered, it never blocks the host, which is how
+ * nccl-tests enqueues, so both time the same thing. tm[0] gets the seconds timed, tm[1] those until the last
+ * operation was posted (-C). */
+static tcomms_status_t run_iters(bench_t *b, const perf_coll_t *coll, const perf_layout_t *l, const void *s,
+                                 void *r, int iters, double tm[2])
+{
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    int z = b->a->blocking, cuda = b->mem->type == TCOMMS_DEVICE_CUDA;
+    int handles = (z == 0 || z == 3) && !cuda;
+    double t0 = now_s(), coll_only = 0;
+    for (int i = 0; i < iters && st == TCOMMS_SUCCESS; i++) {
+        double ti = now_s();
+        for (int k = 0; k < b->a->agg && st == TCOMMS_SUCCESS; k++) {
+            st = coll->run(&b->x, l, s, r, handles ? &b->works : NULL);
+            if (st == TCOMMS_SUCCESS && (z == 1 || z == 2) && cuda)
+                st = settle(b, coll->name);
+            if (st == TCOMMS_SUCCESS && z == 1)
+                st = barrier(b);
+        }
+        if (z == 3 && st == TCOMMS_SUCCESS) {
+            st = wait_all(b);
+            if (st == TCOMMS_SUCCESS)
+                st = settle(b, coll->name);
+            coll_only += now_s() - ti;
+            if (st == TCOMMS_SUCCESS)
+                st = barrier(b);
+        }
+    }
+    tm[1] = z == 3 ? coll_only : now_s() - t0;
+    tcomms_status_t wst = wait_all(b);
+    if (st == TCOMMS_SUCCESS && wst == TCOMMS_SUCCESS)
+        wst = settle(b, coll->name);
+    tm[0] = z == 3 ? coll_only : now_s() - t0;
+    return st != TCOMMS_SUCCESS ? st : wst;
 }
 
 /* -G: capture the iterations, then time `a->graph` replays of them. */
@@ -108,7 +133,8 @@ static tcomms_status_t time_graph(bench_t *b, const perf_coll_t *coll, const per
     if (perf_mem_capture_begin(b->mem) != 0)
         return mem_failed(b, what);
     b->capturing = 1;
-    tcomms_status_t st = run_iters(b, coll, l, s, r, b->a->iters);
+    double tm[2];
+    tcomms_status_t st = run_iters(b, coll, l, s, r, b->a->iters, tm);
     b->capturing = 0;
     if (perf_mem_capture_end(b->mem, &graph) != 0) /* ends the capture even after a failed post */
         return st != TCOMMS_SUCCESS ? fail(b, what, st) : mem_failed(b, what);
@@ -119,7 +145,7 @@ static tcomms_status_t time_graph(bench_t *b, const perf_coll_t *coll, const per
     double t0 = now_s();
     if (st == TCOMMS_SUCCESS && (perf_mem_replay(b->mem, graph, b->a->graph) != 0 || perf_mem_sync(b->mem) != 0))
         st = mem_failed(b, what);
-    *us = (now_s() - t0) * 1e6 / ((double)b->a->iters * b->a->graph);
+    *us = (now_s() - t0) * 1e6 / ((double)b->a->iters * b->a->agg * b->a->graph);
     perf_mem_graph_free(graph);
     return st;
 }
@@ -128,19 +154,18 @@ static tcomms_status_t time_graph(bench_t *b, const perf_coll_t *coll, const per
 static tcomms_status_t time_form(bench_t *b, const perf_coll_t *coll, const perf_layout_t *l, const void *s,
                                  void *r, const char *what, double *us)
 {
-    tcomms_status_t st = run_iters(b, coll, l, s, r, b->a->warmup);
+    double tm[2];
+    int agg = b->a->agg;
+    tcomms_status_t st = run_iters(b, coll, l, s, r, b->a->warmup, tm); /* -m applies to warm-ups as well */
     if (st != TCOMMS_SUCCESS)
         return fail(b, what, st);
     if ((st = barrier(b)) != TCOMMS_SUCCESS)
         return st;
     if (b->a->graph > 0)
         return time_graph(b, coll, l, s, r, what, us);
-    double t0 = now_s();
-    if ((st = run_iters(b, coll, l, s, r, b->a->iters)) != TCOMMS_SUCCESS)
+    if ((st = run_iters(b, coll, l, s, r, b->a->iters, tm)) != TCOMMS_SUCCESS)
         return fail(b, what, st);
-    if ((st = settle(b, what)) != TCOMMS_SUCCESS)
-        return st;
-    *us = (now_s() - t0) * 1e6 / b->a->iters;
+    *us = tm[b->a->cputime ? 1 : 0] * 1e6 / ((double)b->a->iters * agg);
     return TCOMMS_SUCCESS;
 }
 
@@ -198,10 +223,11 @@ static tcomms_status_t agree(bench_t *b, double t[2], int64_t w[2])
 /* Buffers of form 0 (out of place) or 1 (in place: one buffer, with the send and receive data at offsets). */
 static void locate(const bench_t *b, const perf_coll_t *coll, const perf_layout_t *l, int form, void **s, void **r)
 {
-    unsigned char *base = b->recv.p;
+    size_t skew = (size_t)b->a->unalign * b->x.esize; /* -u, as nccl-tests: both buffers start past alignment */
+    unsigned char *base = (unsigned char *)b->recv.p + skew;
     if (form == 0) {
-        *r = b->recv.p;
-        *s = (coll->flags & PERF_ONE_BUFFER) ? b->recv.p : b->send.p;
+        *r = base;
+        *s = (coll->flags & PERF_ONE_BUFFER) ? (void *)base : (void *)((unsigned char *)b->send.p + skew);
     } else {
         *s = base + l->send_ip * b->x.esize;
         *r = base + l->recv_ip * b->x.esize;
@@ -213,7 +239,7 @@ static tcomms_status_t one_row(bench_t *b, const perf_coll_t *coll, size_t size,
 {
     perf_layout_t l = {.vec = b->vec};
     coll->layout(&b->x, size / b->x.esize, &l);
-    perf_row_t row = {.coll = coll->name, .bytes = l.bytes, .count = l.count,
+    perf_row_t row = {.coll = coll->name, .bytes = l.bytes, .count = l.count, .dtype = b->x.dtype,
                       .redop = (coll->flags & PERF_REDUCES) ? tcomms_op_name(b->x.op) : "none",
                       .root = (coll->flags & PERF_ROOTED) ? b->x.root : -1};
     int runs = !(coll->flags & PERF_PAIRWISE) || b->x.nranks > 1; /* a rank cannot message itself */
@@ -231,7 +257,8 @@ static tcomms_status_t one_row(bench_t *b, const perf_coll_t *coll, size_t size,
         void *s, *r;
         locate(b, coll, &l, form, &s, &r);
         tcomms_status_t st = time_form(b, coll, &l, s, r, what, &t[form]);
-        if (st == TCOMMS_SUCCESS && b->a->check)
+        /* -c N: N checked runs on fresh data, as nccl-tests; the first that finds wrong elements ends them. */
+        for (int k = 0; st == TCOMMS_SUCCESS && k < b->a->check && w[form] == 0; k++)
             st = check_form(b, coll, &l, s, r, what, &w[form]);
         if (st != TCOMMS_SUCCESS)
             return st;
@@ -275,6 +302,7 @@ static tcomms_status_t alloc_buffers(bench_t *b, const perf_coll_t *coll)
         coll->layout(&b->x, s / es, &l);
         most = l.ip_elems > most ? l.ip_elems : most;
     }
+    most += (size_t)b->a->unalign;
     if (perf_buf_alloc(b->mem, most * es, 1, &b->send) != 0 || perf_buf_alloc(b->mem, most * es, 1, &b->recv) != 0) {
         free_buffers(b);
         return mem_failed(b, coll->name);
@@ -287,14 +315,53 @@ static tcomms_status_t alloc_buffers(bench_t *b, const perf_coll_t *coll)
     return TCOMMS_ERR_NO_MEMORY;
 }
 
+static void timed_out(int sig)
+{
+    static const char msg[] = "tcomms-perf: -T/--timeout: one size took longer than allowed; giving up\n";
+    (void)sig;
+    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0)
+        _exit(1);
+    _exit(1);
+}
+
+/* One sweep (-N cycles) of one type, op and root. -T arms the alarm again for each size. */
+static tcomms_status_t one_sweep(bench_t *b, const perf_coll_t *coll, perf_report_t *rep, long long *wrong)
+{
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    for (int cycle = 0; st == TCOMMS_SUCCESS && (b->a->cycles == 0 || cycle < b->a->cycles); cycle++)
+        for (size_t s = b->a->min_bytes; st == TCOMMS_SUCCESS && s != PERF_END; s = perf_args_next(b->a, s)) {
+            if (b->a->timeout > 0)
+                alarm((unsigned)b->a->timeout);
+            st = one_row(b, coll, s, rep, wrong);
+        }
+    alarm(0);
+    return st;
+}
+
+/* One collective: every type of -d, op of -o (reducing collectives) and root of -r (rooted ones), in nccl-tests'
+ * order: type, then op, then root. */
 static tcomms_status_t one_block(bench_t *b, const perf_coll_t *coll, perf_report_t *rep, long long *wrong)
 {
+    const perf_args_t *a = b->a;
+    int nops = (coll->flags & PERF_REDUCES) ? a->nops : 1;
+    int rooted = (coll->flags & PERF_ROOTED) != 0;
+    int root0 = !rooted ? -1 : a->root < 0 ? 0 : a->root;
+    int root1 = !rooted ? -1 : a->root < 0 ? b->x.nranks - 1 : a->root;
     perf_report_begin(rep, coll);
-    tcomms_status_t st = alloc_buffers(b, coll);
-    for (int cycle = 0; st == TCOMMS_SUCCESS && (b->a->cycles == 0 || cycle < b->a->cycles); cycle++)
-        for (size_t s = b->a->min_bytes; st == TCOMMS_SUCCESS && s != PERF_END; s = perf_args_next(b->a, s))
-            st = one_row(b, coll, s, rep, wrong);
-    free_buffers(b);
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    for (int t = 0; st == TCOMMS_SUCCESS && t < a->ndtypes; t++) {
+        b->x.dtype = a->dtypes[t];
+        b->x.esize = tcomms_dtype_size(b->x.dtype);
+        st = alloc_buffers(b, coll);
+        for (int o = 0; st == TCOMMS_SUCCESS && o < nops; o++) {
+            b->x.op = a->ops[o];
+            for (int root = root0; st == TCOMMS_SUCCESS && root <= root1; root++) {
+                b->x.root = root < 0 ? 0 : root;
+                st = one_sweep(b, coll, rep, wrong);
+            }
+        }
+        free_buffers(b);
+    }
     if (st == TCOMMS_SUCCESS)
         perf_report_end(rep, coll);
     return st;
@@ -304,12 +371,14 @@ tcomms_status_t perf_bench_run(const perf_args_t *a, tcomms_comm_t *comm, perf_m
                                long long *wrong)
 {
     bench_t b = {.a = a, .mem = mem,
-                 .x = {.comm = comm, .root = a->root, .dtype = a->dtype, .op = a->op,
-                       .esize = tcomms_dtype_size(a->dtype), .opts = &mem->opts}};
+                 .x = {.comm = comm, .dtype = a->dtypes[0], .op = a->ops[0],
+                       .esize = tcomms_dtype_size(a->dtypes[0]), .opts = &mem->opts}};
     tcomms_comm_rank(comm, &b.x.rank);
     tcomms_comm_size(comm, &b.x.nranks);
     *wrong = 0;
-    size_t most = (size_t)(a->iters > a->warmup ? a->iters : a->warmup);
+    size_t most = (size_t)(a->iters > a->warmup ? a->iters : a->warmup) * (size_t)a->agg;
+    if (a->timeout > 0)
+        signal(SIGALRM, timed_out);
     b.works.h = calloc(2 * most + 2, sizeof *b.works.h);
     b.vec = calloc(PERF_VEC_PER_RANK * (size_t)b.x.nranks, sizeof *b.vec);
     tcomms_status_t st = TCOMMS_SUCCESS;

@@ -327,11 +327,31 @@ const perf_coll_t perf_colls[] = {
 };
 const size_t perf_ncolls = sizeof perf_colls / sizeof perf_colls[0];
 
+/* `name` without underscores and without a trailing "_perf" (nccl-tests' binary names) into `out`. */
+static void squeeze(const char *name, char *out, size_t len)
+{
+    size_t n = strlen(name), k = 0;
+    if (n > 5 && strcmp(name + n - 5, "_perf") == 0)
+        n -= 5;
+    for (size_t i = 0; i < n && k + 1 < len; i++)
+        if (name[i] != '_')
+            out[k++] = name[i];
+    out[k] = '\0';
+}
+
+/* Our names, nccl-tests' binary names (all_reduce_perf, alltoallv_perf) and both without underscores
+ * (allreduce): underscores never tell two collectives apart, so they are ignored. */
 const perf_coll_t *perf_coll_find(const char *name)
 {
-    for (size_t k = 0; k < perf_ncolls; k++)
-        if (strcmp(perf_colls[k].name, name) == 0)
+    char want[64], have[64];
+    if (strlen(name) >= sizeof want)
+        return NULL;
+    squeeze(name, want, sizeof want);
+    for (size_t k = 0; k < perf_ncolls; k++) {
+        squeeze(perf_colls[k].name, have, sizeof have);
+        if (strcmp(have, want) == 0)
             return &perf_colls[k];
+    }
     return NULL;
 }
 

@@ -60,7 +60,7 @@ typedef struct perf_coll {
 extern const perf_coll_t perf_colls[];
 extern const size_t perf_ncolls;
 
-/* The descriptor named `name`, or NULL. */
+/* The descriptor named `name` (all_reduce, all_reduce_perf or allreduce), or NULL. */
 const perf_coll_t *perf_coll_find(const char *name);
 /* Element i of `rank`'s send data (the fill): reduction inputs or data-movement values (values.h). */
 double perf_send_value(const perf_ctx_t *c, const perf_coll_t *coll, int rank, size_t i);

@@ -1,5 +1,5 @@
-/* The few CUDA runtime calls tcomms-perf makes for -D cuda, loaded with dlopen at run time (libcudart.so.13, .12,
- * or libcudart.so), so the tool needs neither CUDA headers to build nor CUDA to start: only -D cuda asks for it.
+/* The few CUDA runtime calls tcomms-perf makes for --device cuda, loaded with dlopen at run time (libcudart.so.13, .12,
+ * or libcudart.so), so the tool needs neither CUDA headers to build nor CUDA to start: only --device cuda asks for it.
  * Streams, graphs and executable graphs are opaque pointers here (cudaStream_t and friends are pointers too). */
 #ifndef PERF_CUDA_H
 #define PERF_CUDA_H

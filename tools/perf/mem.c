@@ -45,7 +45,7 @@ int perf_mem_open(perf_mem_t *m, const perf_args_t *a)
         return -1;
     }
     if (perf_cuda_open(&m->ngpus) != 0) {
-        fprintf(stderr, "tcomms-perf: -D cuda: %s\n", perf_cuda_error());
+        fprintf(stderr, "tcomms-perf: --device cuda: %s\n", perf_cuda_error());
         return -1;
     }
     return 0;

@@ -1,4 +1,4 @@
-/* Where tcomms-perf's buffers live and how its operations are ordered there: host memory for -D cpu; for -D cuda
+/* Where tcomms-perf's buffers live and how its operations are ordered there: host memory for --device cpu; for --device cuda
  * a GPU of this rank, one stream that every operation (opts.stream) and copy goes on, buffers from cudaMalloc or,
  * with -R 1|2, from tcomms_mem_alloc and registered with the communicator. The sweep (bench.c) only goes through
  * this interface, so it reads the same on both. */
@@ -33,7 +33,7 @@ typedef struct perf_buf {
 /* Before the communicator exists: what -D needs (for cuda: the runtime and a visible GPU). 0, or -1 after a
  * message on stderr naming what is missing. */
 int perf_mem_open(perf_mem_t *m, const perf_args_t *a);
-/* Once `comm` exists: pick the GPU (the communicator's device index modulo the GPUs visible: -D cuda means the
+/* Once `comm` exists: pick the GPU (the communicator's device index modulo the GPUs visible: --device cuda means the
  * local rank's) and create the stream. 0, or -1 after a message. */
 int perf_mem_bind(perf_mem_t *m, tcomms_comm_t *comm, int rank);
 void perf_mem_close(perf_mem_t *m);

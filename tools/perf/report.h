@@ -4,6 +4,7 @@
 #define PERF_REPORT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "args.h"
 
@@ -23,6 +24,7 @@ typedef struct perf_cell {
 typedef struct perf_row {
     const char *coll;
     size_t bytes, count;
+    tcomms_dtype_t dtype;
     const char *redop; /* "none" for collectives that do not reduce */
     int root;          /* -1 for unrooted collectives */
     perf_cell_t cell[2]; /* out-of-place, in-place */
@@ -33,6 +35,14 @@ typedef struct perf_report {
     const perf_args_t *args;
     const char *backend, *device, *label;
     int nranks;
+    const char *devices; /* nccl-tests' "#  Rank ..." lines of every rank, in rank order */
+    char start_time[32]; /* nccl-tests' time format, for -J */
+    FILE *ncjson;        /* -J's file, opened at the start as nccl-tests does; written at the end */
+    double min_bw;       /* NCCL_TESTS_MIN_BW (-1: unset): an average busbw under 0.9 x this fails the run */
+    int bw_failed;       /* some block's average busbw was under it */
+    double all_bw;       /* sum and number of busbw values, and wrong elements, over the whole run (-J) */
+    size_t all_nbw;
+    long long all_wrong;
     perf_row_t *rows; /* every row printed, for the JSON file */
     size_t nrows, cap;
     double block_bw; /* sum and number of busbw values, and wrong elements, in the current block */
@@ -42,9 +52,10 @@ typedef struct perf_report {
     size_t done, total; /* total 0: unknown (-N 0) */
 } perf_report_t;
 
-/* Start a report and print its first line. `backend`, `device` and `label` must outlive it. */
+/* Start a report, open -J's file and print the first lines. `backend`, `device`, `label` and `devices` (every
+ * rank's "#  Rank" line) must outlive it. */
 void perf_report_init(perf_report_t *r, int active, const perf_args_t *a, const char *backend, const char *device,
-                      const char *label, int nranks);
+                      const char *label, int nranks, const char *devices);
 void perf_report_free(perf_report_t *r);
 /* The lines before and after a collective's rows. */
 void perf_report_begin(perf_report_t *r, const perf_coll_t *coll);
@@ -53,6 +64,11 @@ void perf_report_end(perf_report_t *r, const perf_coll_t *coll);
 int perf_report_row(perf_report_t *r, const perf_row_t *row);
 /* Write every row to `path` as the JSON object of the contract. 0, or -1 with a message on stderr. */
 int perf_report_json(const perf_report_t *r, const char *path);
+/* -J: write nccl-tests' JSON layout (version 3) to the file opened at the start and close it (ncjson.c). 0, or -1
+ * with a message on stderr. */
+int perf_report_ncjson(perf_report_t *r);
+/* nccl-tests' "%Y-%m-%d %H:%M:%S" local time of now. */
+void perf_now_str(char *out, size_t len);
 
 /* nccl-tests' getFloatStr rule: %.2f, %.1f, %.0f, then %.1e, whichever first fits `width` characters. */
 void perf_float_str(double v, int width, char *out, size_t len);

@@ -1,6 +1,6 @@
 /* A stand-in for the CUDA runtime, for tests only (tests/perf.mk builds it; never installed): the calls that
  * tools/perf/cuda.c loads, on host memory, with one visible "GPU". With the "fakecuda" test backend it lets
- * test_perf run tcomms-perf -D cuda end to end on a machine without a GPU. It also enforces what a real runtime
+ * test_perf run tcomms-perf --device cuda end to end on a machine without a GPU. It also enforces what a real runtime
  * would: known streams only, no synchronize while a stream is being captured, thread-local capture mode, and
  * nothing left allocated at exit (a leak or misuse is reported on stderr with the word "perf_cudart"). */
 #include <stdio.h>
