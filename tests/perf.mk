@@ -1,5 +1,5 @@
 # tcomms-perf's test: test_perf runs the built tools/perf/tcomms-perf ($TCOMMS_PERF) under the built launcher
-# ($TCOMMS_RUN) on every CPU backend and parses its table and JSON output. For -D cuda without a GPU it loads a
+# ($TCOMMS_RUN) on every CPU backend and parses its table and JSON output. For --device cuda without a GPU it loads a
 # stand-in CUDA runtime (tools/perf/test_cudart.c, built here as tests/perf_cudart.la) and the single-rank
 # "fakecuda" test backend (tests/local.mk) from tests/.libs.
 AM_TESTS_ENVIRONMENT += TCOMMS_PERF='$(abs_top_builddir)/tools/perf/tcomms-perf'; export TCOMMS_PERF; \

@@ -15,7 +15,7 @@ typedef struct perf_ctx {
     tcomms_dtype_t dtype;
     tcomms_op_t op;
     size_t esize;
-    const tcomms_op_opts_t *opts; /* passed to every call: the stream of -D cuda */
+    const tcomms_op_opts_t *opts; /* passed to every call: the stream of --device cuda */
 } perf_ctx_t;
 
 /* Where one message size puts data on this rank. Counts and offsets are in elements. */
