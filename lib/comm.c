@@ -228,7 +228,9 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
         snprintf(prefix, sizeof(prefix), "%s/create/%.32s", comm->prefix, comm->slot[t].be->name);
         tcomms_backend_comm_args_t args;
         tc_comm_backend_args(comm, t, prefix, parent, parent_ranks, &args);
+        tc_log_set_comm(comm->name); /* what the backend logs while it creates names this communicator */
         tcomms_status_t st = comm->slot[t].be->comm_create(&args, &comm->slot[t].bcomm);
+        tc_log_set_comm(NULL);
         if (st != TCOMMS_SUCCESS) {
             tc_error_prefix(st, "creating communicator '%s' on backend '%s': ", comm->name, comm->slot[t].be->name);
             for (int u = 0; u < t; u++)
@@ -272,6 +274,10 @@ static tcomms_status_t read_params(tcomms_comm_t *comm, const tcomms_comm_params
         *port = bs.master_port;
     }
     if (st != TCOMMS_SUCCESS)
+        return st;
+    /* The rank is known from here on: log lines carry it, and TCOMMS_LOG_FILE's %r can be expanded. */
+    tc_log_set_rank(comm->rank);
+    if ((st = tc_log_env_check()) != TCOMMS_SUCCESS)
         return st;
     if (mask & TCOMMS_COMM_PARAM_MASTER) {
         if (p->master_addr == NULL || *p->master_addr == '\0' || p->master_port < 1 || p->master_port > 65535)
@@ -371,6 +377,7 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
     const char *spec = params && (params->field_mask & TCOMMS_COMM_PARAM_BACKEND) ? params->backend
                                                                                    : getenv("TCOMMS_BACKEND");
     tcomms_status_t st = check_params(params, name);
+    tc_log_set_comm(st == TCOMMS_SUCCESS ? name : NULL);
     if (st == TCOMMS_SUCCESS)
         st = read_params(comm, params, &port, &claim);
     if (st == TCOMMS_SUCCESS)
@@ -393,6 +400,7 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
         comm->device.index = comm->local_rank;
     if (st == TCOMMS_SUCCESS)
         st = tc_comm_create_backends(comm, NULL, NULL);
+    tc_log_set_comm(NULL);
     if (st != TCOMMS_SUCCESS) {
         comm_release(comm);
         free(comm);
@@ -412,7 +420,9 @@ tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm)
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
         if (comm->slot[t].bcomm == NULL)
             continue;
+        tc_log_set_comm(comm->name);
         tcomms_status_t st = comm->slot[t].be->comm_destroy(comm->slot[t].bcomm);
+        tc_log_set_comm(NULL);
         if (first == TCOMMS_SUCCESS)
             first = st;
     }

@@ -1,5 +1,6 @@
-/* Logging to stderr, filtered by TCOMMS_LOG_LEVEL (error, warn, info, debug, trace or 1..5; default warn) and a
- * per-component override TCOMMS_<WHO>_LOG_LEVEL (e.g. TCOMMS_GLOO_LOG_LEVEL). Never writes to stdout. */
+/* Logging, filtered by TCOMMS_LOG_LEVEL (error, warn, info, debug, trace or 1..5; default warn) and a per-component
+ * override TCOMMS_<WHO>_LOG_LEVEL (e.g. TCOMMS_GLOO_LOG_LEVEL), to stderr or to TCOMMS_LOG_FILE. Never writes to
+ * stdout. A line: `2026-11-26T13:51:28.123Z tcomms[PID] rank R 'COMM' LEVEL COMPONENT: message` (docs/env.md). */
 #ifndef TC_LOG_H
 #define TC_LOG_H
 
@@ -9,5 +10,16 @@
 void tc_log(tcomms_log_level_t level, const char *who, const char *fmt, ...) TC_PRINTF(3, 4);
 void tc_vlog(tcomms_log_level_t level, const char *who, const char *fmt, va_list ap);
 int tc_log_enabled(tcomms_log_level_t level, const char *who);
+
+/* The rank this thread's lines carry from now on; the first call in the process also sets the rank of threads that
+ * never call it (a backend's progress or watchdog thread). */
+void tc_log_set_rank(int rank);
+/* The communicator this thread's lines name until the next call; NULL or "" names none. */
+void tc_log_set_comm(const char *name);
+
+/* Check TCOMMS_LOG_LEVEL and every TCOMMS_<WHO>_LOG_LEVEL, and open TCOMMS_LOG_FILE (once per process): BAD_ENV naming
+ * the variable (and the errno text for the file). Called when a communicator is created; logging before that uses
+ * the defaults for malformed values, and stderr when the file cannot be opened. */
+tcomms_status_t tc_log_env_check(void);
 
 #endif

@@ -8,6 +8,11 @@ tests_test_fsdp_train_CPPFLAGS = $(mrank_cppflags)
 tests_test_fsdp_train_CFLAGS = $(mrank_cflags)
 tests_test_fsdp_train_LDADD = examples/fsdp_mlp/libfsdpmlp.la $(mrank_ldadd)
 
+# The example's default run learns, and its sharded run prints what --reference prints (tests/test_fsdp_example.sh).
+TESTS += tests/test_fsdp_example.sh
+EXTRA_DIST += tests/test_fsdp_example.sh
+AM_TESTS_ENVIRONMENT += FSDP_MLP='$(abs_top_builddir)/examples/fsdp_mlp/fsdp_mlp'; export FSDP_MLP;
+
 check-full: all tests/test_fsdp_train
 	@$(AM_TESTS_ENVIRONMENT) TCOMMS_FSDP_FULL=1 $(abs_top_builddir)/tests/test_fsdp_train
 .PHONY: check-full

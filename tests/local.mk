@@ -27,7 +27,7 @@ AM_TESTS_ENVIRONMENT = \
 
 if HAVE_CHECK
 unit_tests = tests/test_dtype tests/test_hints tests/test_env tests/test_error tests/test_store tests/test_store_coll \
-	tests/test_store_guard tests/test_loader
+	tests/test_store_guard tests/test_loader tests/test_log
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -43,6 +43,10 @@ tests_test_env_SOURCES = tests/test_env.c
 tests_test_env_CFLAGS = $(unit_cflags)
 tests_test_env_CPPFLAGS = $(unit_cppflags)
 tests_test_env_LDADD = $(unit_ldadd)
+tests_test_log_SOURCES = tests/test_log.c
+tests_test_log_CFLAGS = $(unit_cflags)
+tests_test_log_CPPFLAGS = $(unit_cppflags)
+tests_test_log_LDADD = $(unit_ldadd)
 tests_test_error_SOURCES = tests/test_error.c
 tests_test_error_CFLAGS = $(unit_cflags)
 tests_test_error_CPPFLAGS = $(unit_cppflags)
@@ -116,6 +120,7 @@ include tests/mrank.mk
 include tests/perf.mk
 include tests/plot.mk
 include tests/mpirun.mk
+include tests/tools.mk
 include tests/compare.mk
 include tests/concurrent.mk
 include tests/fsdp.mk

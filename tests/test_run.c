@@ -1,6 +1,7 @@
 /* Tests of tools/run/tcomms-run (through tests/run_harness.c): the environment the ranks get (tcomms' and
  * torchrun's), output relay, CPU binding, and that failures, signals, timeouts and the launcher's own death take
  * every rank down. */
+#include "config.h"
 #include <check.h>
 #include <errno.h>
 #include <sched.h>
@@ -572,7 +573,7 @@ START_TEST(test_help_and_version)
     launch_free(&l);
     run_launcher(version, &l);
     ck_assert_int_eq(exit_status(&l), 0);
-    ck_assert_str_eq(l.out, "tcomms-run 0.1.0\n");
+    ck_assert_str_eq(l.out, "tcomms-run (tcomms) " PACKAGE_VERSION "\n");
     launch_free(&l);
 }
 END_TEST

@@ -137,6 +137,17 @@ void mlp_sample(uint64_t seed, mlp_mode_t mode, uint64_t index, double *x, doubl
     for (int i = 0; i < MLP_IN; i++)
         x[i] = mode == MLP_DETERMINISTIC ? small_int(seed, 1, index, (uint64_t)i, 2)
                                          : 2.0 * unit_value(seed, 1, index, (uint64_t)i) - 1.0;
+    if (mode == MLP_LEARN) {
+        /* A class the network can learn in a few hundred plain SGD steps (a linear map through seven narrow ReLU
+         * layers takes thousands): class c's points lie around a corner of the cube [-1, 1]^13, the noise as wide
+         * as the corner's distance to the centre, and the target is its one-hot vector. */
+        int c = (int)(unit_value(seed, 4, index, 0) * MLP_OUT);
+        for (int i = 0; i < MLP_IN; i++)
+            x[i] += unit_value(seed, 5, (uint64_t)c, (uint64_t)i) < 0.5 ? -1.0 : 1.0;
+        for (int j = 0; j < MLP_OUT; j++)
+            y[j] = j == c;
+        return;
+    }
     /* the target is a fixed linear map of x with coefficients in {-1, 0, 1} over 4, so there is something to learn */
     for (int j = 0; j < MLP_OUT; j++) {
         double s = 0.0;
@@ -146,6 +157,8 @@ void mlp_sample(uint64_t seed, mlp_mode_t mode, uint64_t index, double *x, doubl
     }
 }
 
+#define LEARN_LAST_SCALE 0.125
+
 void mlp_init_param(uint64_t seed, mlp_mode_t mode, int nexperts, int gid, double *values)
 {
     mlp_param_t p;
@@ -153,8 +166,14 @@ void mlp_init_param(uint64_t seed, mlp_mode_t mode, int nexperts, int gid, doubl
     /* keyed by (unit, expert, bias), not gid, so expert e starts the same whatever the number of experts */
     uint64_t key = (uint64_t)p.unit * 4096u + (uint64_t)(p.expert + 1) * 2u + (uint64_t)p.bias;
     double scale = 1.0 / sqrt((double)mlp_dim_in(p.unit));
+    /* Learn: He-uniform keeps the signal's size through the six ReLU layers (1/sqrt(fan-in) shrinks it about
+     * sixfold a layer, so the early layers would barely learn); the last layer starts small, so the first loss is
+     * the target's own size and what falls is what the network learned. */
+    double he = sqrt(6.0 / (double)mlp_dim_in(p.unit)) * (mlp_relu(p.unit) ? 1.0 : LEARN_LAST_SCALE);
     for (size_t i = 0; i < p.numel; i++) {
-        if (mode == MLP_DETERMINISTIC)
+        if (mode == MLP_LEARN)
+            values[i] = p.bias ? 0.0 : (double)(float)((2.0 * unit_value(seed, 3, key, i) - 1.0) * he);
+        else if (mode == MLP_DETERMINISTIC)
             values[i] = ldexp(small_int(seed, 3, key, i, 2), -3);
         else
             values[i] = (double)(float)((2.0 * unit_value(seed, 3, key, i) - 1.0) * scale);

@@ -19,7 +19,13 @@
 #define MLP_GRID_BITS 16   /* deterministic mode: gradient contributions are multiples of 2^-16 */
 #define MLP_GRID_HEADROOM 10 /* ... and below 2^(53-16-10), so sums of up to 1024 of them stay exact */
 
-typedef enum mlp_mode { MLP_DETERMINISTIC, MLP_RANDOM } mlp_mode_t;
+/* MLP_LEARN (fsdp_mlp's default) is the demonstration: a classification task and He-scaled initial weights, so
+ * the loss falls, with the float64 arithmetic and gradient grid of MLP_DETERMINISTIC, so sharded and unsharded runs
+ * still print the same figures. */
+typedef enum mlp_mode { MLP_DETERMINISTIC, MLP_RANDOM, MLP_LEARN } mlp_mode_t;
+
+/* Float64 with every gradient contribution on the grid: sums exact in any order, results bit for bit. */
+static inline int mlp_exact(mlp_mode_t mode) { return mode != MLP_RANDOM; }
 
 /* Input and output widths of unit u. */
 int mlp_dim_in(int u);
@@ -49,11 +55,12 @@ size_t mlp_total(int nexperts);
 double mlp_load(const void *buf, tcomms_dtype_t dt, size_t i);
 void mlp_store(void *buf, tcomms_dtype_t dt, size_t i, double v);
 
-/* Sample `index` of the data stream: x (MLP_IN) and target y (MLP_OUT), a fixed linear map of x. Deterministic
- * mode: x small integers, y multiples of 1/4; random mode: x floats in [-1, 1] that are exact in float32. */
+/* Sample `index` of the data stream: x (MLP_IN) and target y (MLP_OUT). Deterministic mode: x small integers, y a
+ * fixed linear map of x (multiples of 1/4); random mode: x floats in [-1, 1] exact in float32, the same map; learn
+ * mode: one of MLP_OUT classes, x a corner of [-1, 1]^MLP_IN (one per class) plus noise in [-1, 1], y one-hot. */
 void mlp_sample(uint64_t seed, mlp_mode_t mode, uint64_t index, double *x, double *y);
-/* Initial value of parameter `gid`: small integers times 2^-3 (deterministic) or float32-exact uniform values
- * scaled by 1/sqrt(fan-in) (random). `values` holds numel doubles. */
+/* Initial value of parameter `gid`: small integers times 2^-3 (deterministic), float32-exact uniform values
+ * scaled by 1/sqrt(fan-in) (random), or He-uniform weights and zero biases (learn). `values` holds numel doubles. */
 void mlp_init_param(uint64_t seed, mlp_mode_t mode, int nexperts, int gid, double *values);
 
 /* y = act(W x + b) for one sample; W (nout x nin) and b in dtype `wdt`. */

@@ -29,7 +29,7 @@ tcomms_dtype_t mlp_compute_dtype(const mlp_opts_t *o)
 {
     if (o->dtype != TCOMMS_INT8)
         return o->dtype;
-    return o->mode == MLP_DETERMINISTIC ? TCOMMS_FLOAT64 : TCOMMS_FLOAT32;
+    return mlp_exact(o->mode) ? TCOMMS_FLOAT64 : TCOMMS_FLOAT32;
 }
 
 tcomms_dtype_t mlp_main_dtype(const mlp_opts_t *o)
@@ -58,8 +58,8 @@ int mlp_opts_check(const mlp_opts_t *o, mlp_result_t *res)
         bad = "--ep must be at most 8 (16 experts)";
     else if (c != TCOMMS_FLOAT64 && c != TCOMMS_FLOAT32 && c != TCOMMS_BFLOAT16)
         bad = "--dtype must be float64, float32 or bfloat16";
-    else if (o->mode == MLP_DETERMINISTIC && c != TCOMMS_FLOAT64)
-        bad = "--mode deterministic computes in float64: --dtype float32/bfloat16 need --mode random";
+    else if (mlp_exact(o->mode) && c != TCOMMS_FLOAT64)
+        bad = "--mode deterministic and learn compute in float64: --dtype float32/bfloat16 need --mode random";
     else if (o->microbatches * o->batch > 1 << MLP_GRID_HEADROOM)
         bad = "--microbatches * --batch must be at most 1024";
     if (bad)
@@ -178,7 +178,7 @@ int mlp_train_reference(const mlp_opts_t *o, mlp_result_t *res)
     ref_model_t m;
     scratch_t s;
     int rc = model_alloc(&m, o, mlp_compute_dtype(o), mlp_main_dtype(o),
-                         o->mode == MLP_DETERMINISTIC ? MLP_GRID_BITS : 0);
+                         mlp_exact(o->mode) ? MLP_GRID_BITS : 0);
     if (rc == 0)
         rc = scratch_alloc(&s, o->batch);
     if (rc) {
@@ -218,6 +218,32 @@ int mlp_train_reference(const mlp_opts_t *o, mlp_result_t *res)
     scratch_free(&s);
     model_free(&m);
     return rc;
+}
+
+double mlp_full_accuracy(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *loss)
+{
+    ref_model_t m;
+    scratch_t s;
+    double acc = NAN;
+    *loss = NAN;
+    if (model_alloc(&m, o, TCOMMS_FLOAT64, TCOMMS_FLOAT64, 0) == 0 && scratch_alloc(&s, n) == 0) {
+        memcpy(m.weights, params, m.total * sizeof(double));
+        *loss = ref_microbatch(&m, o, first, n, s.act, s.y, s.d0, s.d1) / n; /* its backward is wasted: cheap */
+        int right = 0;
+        for (int t = 0; t < n; t++) {
+            const double *out = s.act[MLP_UNITS] + MLP_MAX_DIM * t, *y = s.y + MLP_OUT * t;
+            int best = 0, want = 0;
+            for (int j = 1; j < MLP_OUT; j++) {
+                best = out[j] > out[best] ? j : best;
+                want = y[j] > y[want] ? j : want;
+            }
+            right += best == want;
+        }
+        acc = (double)right / n;
+        scratch_free(&s);
+    }
+    model_free(&m);
+    return acc;
 }
 
 double mlp_full_loss_grad(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *grad)

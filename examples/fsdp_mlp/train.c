@@ -537,7 +537,7 @@ int mlp_train_fsdp_on(tcomms_comm_t *world, const mlp_opts_t *o, mlp_result_t *r
         return -1;
     run.cdt = mlp_compute_dtype(o);
     run.mdt = mlp_main_dtype(o);
-    run.grid = o->mode == MLP_DETERMINISTIC ? MLP_GRID_BITS : 0;
+    run.grid = mlp_exact(o->mode) ? MLP_GRID_BITS : 0;
     run.ep = o->ep;
     run.E = 2 * o->ep;
     run.per_ep = 2;

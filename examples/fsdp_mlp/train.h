@@ -65,6 +65,11 @@ int mlp_train_reference(const mlp_opts_t *o, mlp_result_t *res);
  * sample `first` of the data stream; for finite-difference checks. */
 double mlp_full_loss_grad(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *grad);
 
+/* Forward only: the full model `params` (global order; NaN where a rank holds no copy makes it unusable) on `n`
+ * samples from sample `first`; the fraction whose largest output is the target's largest (the class, in learn
+ * mode), and *loss their mean loss. NaN when out of memory. */
+double mlp_full_accuracy(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *loss);
+
 /* A program: its name, the world's device, its trainers, and whether it can run here. */
 typedef struct mlp_driver {
     const char *prog;

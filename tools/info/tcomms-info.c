@@ -1,5 +1,6 @@
 /* tcomms-info: what this installation can do: version, where modules are searched, which load, which decline and
  * why, the device types each serves and the hints each honours. Exit status 0 when at least one backend loads. */
+#include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (strcmp(argv[i], "--version") == 0) {
-            printf("tcomms-info %s\n", tcomms_version());
+            printf("tcomms-info (tcomms) %s\n", PACKAGE_VERSION); /* the tool's; the library's is listed below */
             return 0;
         }
         fprintf(stderr, "tcomms-info: unknown option '%s'\n", argv[i]);

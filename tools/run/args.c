@@ -134,7 +134,7 @@ int run_parse_args(int argc, char **argv, run_opts_t *o)
             return 0;
         }
         if (strcmp(a, "--version") == 0) {
-            printf("tcomms-run %s\n", PACKAGE_VERSION);
+            printf("tcomms-run (tcomms) %s\n", PACKAGE_VERSION); /* the GNU form: tool, package, version */
             return 0;
         }
         if (strcmp(a, "--tag-output") == 0 || strcmp(a, "--no-tag-output") == 0) {
