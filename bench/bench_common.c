@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The parts of the reference programs that do not depend on the library measured (see bench_common.h): options,
  * tables, layouts, the sweep, fill and check; their output is in bench_report.c. Our own reference code, kept
  * independent of tools/perf on purpose, but with the same layout rules (docs/perf.md) so sizes and factors match. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the reference programs bench/mpi_bench.c (Open MPI) and bench/nccl_bench.c (raw NCCL): the command
  * line, the collective and dtype tables, buffer layouts, fill and check, and output in exactly tcomms-perf's table
  * and JSON formats (docs/perf.md), so that compare-openmpi and compare-nccl put like beside like. */

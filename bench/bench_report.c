@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The output of the reference programs (see bench_common.h): tcomms-perf's table on stdout, block by block, and its
  * JSON file (--json or -J: tcomms' JSON) at the end, both from rank 0. The column formats and the float rule (as many decimals as fit the
  * column) are nccl-tests', so the same parsers read tcomms-perf, mpi_bench and nccl_bench. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # compare-nccl-report.sh: the Markdown report of bench/compare-nccl, sourced by it: the targets first (busbw
 # ratio at >= 64 MiB, time difference at 8 B-64 KiB, small all_reduce with registered or symmetric buffers against
 # raw NCCL's default path), then per-size tables of each side against raw NCCL. Reads $work/medians (compare.sh's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # compare.sh: the shared half of bench/compare-openmpi and bench/compare-nccl, sourced by both (POSIX sh + awk):
 # finding tools, interleaved rounds, medians of the runs' nccl-tests tables, Markdown tables of ratios against a
 # reference side, and a chart of the medians through tcomms-plot. The caller sets the variables named below.

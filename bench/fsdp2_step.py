@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 # fsdp2_step.py: bench/fsdp_bench's model and step under PyTorch FSDP2 (fully_shard), the reference of
 # bench/compare-fsdp: L x (nn.Linear(d, d, bias=False) + ReLU), each layer and the root fully_shard'ed, loss
 # mean(y^2), SGD, timed as fsdp_bench times (CUDA events around each step, the device drained before and after,

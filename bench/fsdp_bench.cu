@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fsdp_bench: how much of the FSDP runtime's communication hides under compute on CUDA. A stack of L d x d linear
  * layers (no bias, ReLU after each) trained with cuBLAS on the runtime's stream, timed in three modes: compute (the
  * same kernels, weights local, no collectives), comm (the runtime's step, no GEMMs) and full (both). bench/compare-fsdp

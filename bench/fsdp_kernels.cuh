@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element-wise kernels of bench/fsdp_bench.cu (initial values, ReLU and its gradient, the loss gradient, SGD, SGD
  * with the cast into the weights) and
  * their launchers on a stream, templated on the compute dtype (float or bf16); each launcher returns the launch's

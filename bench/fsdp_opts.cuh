@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fsdp_bench's command line: its options (with defaults) and their parsing, apart from the benchmark itself. */
 #ifndef FSDP_OPTS_CUH
 #define FSDP_OPTS_CUH

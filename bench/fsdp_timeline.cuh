@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fsdp_bench --timeline: one more full step with timing events on the compute stream around every runtime call
  * and every layer's compute, printed per layer by rank 0. The compute stream's stall before a layer (from before
  * pre_forward/pre_backward to after it: the wait for that layer's all-gather, or for a gradient slot's

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """kernel_overlap.py: summarise bench/kernel_trace.c files (one per rank). Every activity is one of:
   comm     NCCL kernels, and copies or memsets on streams that run no other kernel (NCCL's own streams, where its
            copy-engine collectives copy)

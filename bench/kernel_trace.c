@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kernel_trace: a CUDA injection library (CUDA_INJECTION64_PATH) that records every kernel, memory copy
  * (peer-to-peer included) and memset through CUPTI's activity API, with its GPU start and end, device and stream,
  * and writes them to $KERNEL_TRACE_OUT.<pid> at exit, one line each:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi_bench: the Open MPI reference of bench/compare-openmpi. It runs tcomms-perf's collectives through Open MPI's
  * own calls (MPI_Allreduce; MPI_Iallreduce with -z 0, ...) and prints tcomms-perf's table and JSON with backend
  * "openmpi". compare-openmpi builds it with mpicc, with bench_common.c and bench_report.c; mpirun -np N runs it. */

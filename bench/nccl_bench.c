@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nccl_bench: the raw-NCCL reference of bench/compare-nccl. It runs tcomms-perf's collectives through NCCL's own
  * calls (ncclAlltoAll, ncclGather, ncclScatter from NCCL 2.28 on; grouped ncclSend/ncclRecv, ncclBroadcast or
  * ncclReduce where NCCL has no such collective) on cudaMalloc'd buffers (NCCL's default path; -R 1|2: ncclMemAlloc'd

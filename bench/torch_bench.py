@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 # torch_bench: the torch.distributed side of bench/compare-nccl (ProcessGroupNCCL; tcomms with --backend tcomms). It
 # runs tcomms-perf's collectives through torch's own calls on CUDA tensors and prints tcomms-perf's table and JSON
 # with backend "torch-nccl" (or "torch-tcomms"). Under

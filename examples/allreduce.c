@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The README's first program: every rank contributes (rank + 1) * (i + 1) to an all_reduce and checks the sum
  * against the closed form size * (size + 1) / 2 * (i + 1). Run it with `tcomms-run -n 4 ./examples/allreduce`. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The call check (TCOMMS_CHECK_CALLS=1), a debugging aid. Before a collective is posted, rank 0 of the
  * communicator collects every rank's description of it through the store (which collective, on which device
  * type, count, dtype, op, root, and the v-variants' count arrays), compares them and publishes a verdict. When

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The call check (TCOMMS_CHECK_CALLS): every rank describes each collective before posting it, and rank 0
  * compares the descriptions (call_check.c). */
 #ifndef TC_CALL_CHECK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every operation enters here: its arguments are validated once, the buffers' device type picks the backend, and
  * the call either blocks until completion or hands back a work handle. Backends never see unchecked input. */
 #include <stdint.h>

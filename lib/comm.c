@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Root communicators: bootstrap from parameters or the environment, pick a backend per device type, meet the other
  * ranks through the rendezvous store, create every backend eagerly; plus destroy and the queries. */
 #include <pthread.h>

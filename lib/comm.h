@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The communicator as the core sees it: identity, the rendezvous store it shares with its splits, and one backend
  * communicator per device type. comm.c creates root communicators, split.c children, coll.c routes operations. */
 #ifndef TC_COMM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The services table (tcomms_core_t) lent to backend modules: they reach logging, errors, reductions, hints and
  * the store through it rather than by linking libtcomms. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Names, sizes and parsing of data types, reduction ops and device types: the one table the core, the tools and
  * every backend use. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The data-type and reduction tables, defined once for the core and every CPU backend. */
 #ifndef TC_DTYPE_H
 #define TC_DTYPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The environment as tcomms reads it: rank/size/local rank from whichever launcher started us (tcomms-run,
  * torchrun, Open MPI, Slurm), the master address and port, the store server's limits, and typed parsing that names
  * what is malformed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reading the process environment: rank bootstrap from the launcher conventions, and typed variables. */
 #ifndef TC_ENV_H
 #define TC_ENV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Status strings and the thread-local detailed message behind tcomms_last_error(). */
 #include <stdarg.h>
 #include <stdio.h>

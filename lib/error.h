@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error plumbing shared by every lib/ file: a thread-local detailed message beside each returned status. */
 #ifndef TC_ERROR_H
 #define TC_ERROR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Groups: thread-local state between tcomms_group_start and the outermost tcomms_group_end. A backend is bracketed
  * (group_start) lazily, before the group's first post to it; blocking calls are only queued and are completed,
  * in posting order, once every bracketed backend has issued its batch (group_end). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Groups (tcomms_group_start/end): this thread's nesting depth, the backends bracketed so far, and the blocking
  * calls posted inside the group, which tcomms_group_end completes. coll.c asks here before and after each post. */
 #ifndef TC_GROUP_H

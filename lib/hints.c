@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hints (CommOptions): a small ordered key/value set. Every key and value is validated here, once, so backends
  * only ever see canonical keys with well-formed values. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hints: parsing and validation live here once; backends read canonical keys through the public getters. */
 #ifndef TC_HINTS_H
 #define TC_HINTS_H

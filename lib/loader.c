@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Backend modules: search TCOMMS_BACKEND_PATH, the build tree (only when this code runs from it) and the install
  * dir for tcomms_<name>.so, dlopen it, check its ABI version before trusting anything else in it, and ask it whether
  * it can run here. Loaded modules stay loaded. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Finding, loading and checking backend modules. Modules are loaded at most once per process and never unloaded
  * (unloading C++ modules during process teardown is a known source of crashes). */
 #ifndef TC_LOADER_H

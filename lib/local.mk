@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The core: a convenience library holding every lib/ object (unit tests link it to reach internals), wrapped into
 # libtcomms.so, which exports only the public API (everything else is hidden).
 noinst_LTLIBRARIES = lib/libtccore.la lib/libtcreduce.la

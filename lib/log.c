@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging by TCOMMS_LOG_LEVEL, with TCOMMS_<WHO>_LOG_LEVEL overriding per component, to stderr or to the file per
  * rank that TCOMMS_LOG_FILE names. Each line carries a UTC timestamp, the pid, the rank and, while a thread works
  * on one communicator, its name; the core sets that context (tc_log_set_rank, tc_log_set_comm), so no backend's call

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging, filtered by TCOMMS_LOG_LEVEL (error, warn, info, debug, trace or 1..5; default warn) and a per-component
  * override TCOMMS_<WHO>_LOG_LEVEL (e.g. TCOMMS_GLOO_LOG_LEVEL), to stderr or to TCOMMS_LOG_FILE. Never writes to
  * stdout. A line: `2026-11-26T13:51:28.123Z tcomms[PID] rank R 'COMM' LEVEL COMPONENT: message` (docs/env.md). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory for communication buffers: allocation and registration through the backend serving a device type on a
  * communicator (ncclMemAlloc, ncclCommRegister), with the fallbacks of backend.h where the backend offers none:
  * page-aligned host memory for CPU slots, and a registration that does nothing. */

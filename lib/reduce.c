@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element-wise reduction kernels for every (dtype, op), shared by the CPU backends, and the float16/bfloat16
  * conversions they need. Built with the vectoriser on (lib/local.mk): every loop here is written so that it
  * vectorises without runtime alias checks; `-fopt-info-vec` shows which do. */

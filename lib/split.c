@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Splitting a communicator: by an explicit sorted rank list (torchcomms' split) or by color and key (MPI's). Each
  * call checks its arguments, agrees with every parent rank on the outcome (split_agree.c), then creates a child
  * over an ordered member list (non-members only tell the backends that split collectively over the parent); store

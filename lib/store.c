@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The store operations every caller uses: argument checks done once here, then dispatch to the TCP client
  * (store_client.c) or the user-callback adapter (store_user.c) through the handle's table (store_impl.h). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The rendezvous store: a key/value service every rank of a job reaches. Two implementations sit behind one
  * handle: a TCP client of the built-in server (store_client.c; rank 0 runs the server, store_server.c, on a
  * thread) and an adapter over user callbacks (store_user.c). The wire protocol is in store_proto.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The TCP store client behind tc_store_connect: one connection per handle, one request/reply in flight at a time
  * under a mutex, every socket wait bounded by a deadline. A connection that fails mid-exchange is closed for good
  * (its byte stream can no longer be trusted) and later calls report it lost. Protocol: store_proto.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Small exchanges over the store through rank 0, for agreements that must not cost N^2 store requests: every
  * other rank sets one key and reads one key, rank 0 reads N - 1 keys and sets one (3N requests in all). Used by
  * split_color (the color table), the call check (descriptions of a call, then the verdict), and through the core

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The built-in store server: one thread runs a poll() loop over non-blocking sockets and keeps the keys in a
  * store_table.h hash table; store_request.c reads and answers each request. A WAIT parks its connection with a
  * deadline the loop enforces, so no client ever blocks another. Connections are admitted by their first request

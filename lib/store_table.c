@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The store server's key table (store_table.h): FNV-1a hashing into chained buckets, doubled once the table holds
  * as many keys as buckets, so lookups stay short without any tuning. */
 #include <stdlib.h>

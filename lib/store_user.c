@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tc_store_from_ops: the store operations over user callbacks (tcomms_store_ops_t), e.g. a framework's own
  * TCPStore. The callbacks are borrowed, not copied; what they cannot do is TCOMMS_ERR_NOT_SUPPORTED. Callbacks
  * cannot set our detailed message, so every failure here is reworded to name the call and key. */

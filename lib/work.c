@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Work handles: a backend's in-flight operation plus the timeout it was posted with; the final status is kept so
  * repeated wait/test calls answer the same. Where the core finishes an operation itself (integer AVG), it does so
  * on the first call that sees it complete, and before the handle goes. */

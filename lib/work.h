@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Work handles: the core's wrapper around a backend's in-flight operation. */
 #ifndef TC_WORK_H
 #define TC_WORK_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Detection of optional backend dependencies. Each macro honours --with-X[=DIR|yes|no]:
 #   not given -> auto-detect, and a miss only removes the module;
 #   yes/DIR   -> required: a miss is a configure error.

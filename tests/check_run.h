@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The end of every Check test program's main(): run the suite, report, and turn the failures into the exit status
  * (0 when every test passed). */
 #ifndef TESTS_CHECK_RUN_H

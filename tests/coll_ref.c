@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The reference side of the collective tests (see coll_ref.h): fill values, expected reductions in double, our own
  * float16/bfloat16 codecs, and guarded buffers whose every byte is checked after an operation. */
 #include "coll_ref.h"

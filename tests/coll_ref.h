@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fill patterns and an independent reference for the multi-rank collective tests. Values are small integers, so
  * every reduction over up to REF_MAX_RANKS ranks is exact in every dtype; expected results are computed in double
  * by plain loops, and float16/bfloat16 are converted here (never by the library), so a shared bug cannot hide

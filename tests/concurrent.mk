@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Concurrency tests on the CPU backends: several communicators at once, many large collectives in flight.
 if HAVE_CHECK
 check_PROGRAMS += tests/test_concurrent

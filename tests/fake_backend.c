@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A test module built several ways (see tests/local.mk): a working single-rank CPU backend ("fakeok"), one with a
  * wrong ABI version, one that declines, one missing its symbol, and single-rank CUDA backends: "fakecuda" with every
  * optional ABI entry, recording the core's calls in `fake_calls` (tests/fake_calls.h), and "fakecudabare" with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the fake CUDA module (tests/fake_backend.c built with -DFAKE_CUDA) records about the core's calls into it.
  * The module exports one `fake_calls` object; tests reach it with dlopen(RTLD_NOLOAD) + dlsym after the loader has
  * loaded the module. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # FSDP runtime tests on the CPU backends: layouts against brute-force enumeration and the communicators
 # tcomms_fsdp_groups_create makes (test_fsdp_layout), the runtime's buckets and strategies against loop-computed
 # results (test_fsdp_runtime), its call order, reference counts, configuration errors and failures

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP runtime tests' shared part (tests/fsdp_case.h): model, environment, the step a training loop makes, and
  * the checks of one scenario's weights, read-back values, reduced gradients, pieces and installed weights against
  * values computed here by a loop over ranks and microbatches in double. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What test_fsdp_runtime (results against loops) and test_fsdp_calls (call order, configuration and failures)
  * share: the test model, one rank's environment (world, layout, communicators), a scenario, and the runtime's step
  * and checks for it on the CPU backends (tests/fsdp_case.c). */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # FSDP training against the unsharded reference (examples/fsdp_mlp): a subset of the matrix in make check, the
 # whole matrix in make check-full (TCOMMS_FSDP_FULL=1; tens of minutes on 2 cores).
 if HAVE_CHECK

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reference values of the FSDP runtime tests (test_fsdp_runtime on CPU backends, tests/gpu/test_fsdp_cuda on NCCL):
  * what parameter p's element i is loaded with, what an optimizer writes, the gradient rank r adds in microbatch m,
  * bfloat16 rounding written independently of the library, and element access (get, put_as) by dtype. Loaded

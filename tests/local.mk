@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Check tests: unit tests of lib/ link the core convenience library; multi-rank suites (tests/mrank.mk) run every
 # collective on every CPU backend that is built; tests/run.mk tests the launcher.
 unit_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Multi-rank test harness (see mrank.h): forks ranks that meet on a loopback port, bounds their time, reaps them
  * all, and gives children a uniform way to report failing cases. The parent polls waitpid every few milliseconds
  * rather than handling SIGCHLD so that it does not disturb Check's own signal handling. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Multi-rank test harness: runs one function in N forked ranks that rendezvous over TCP loopback, bounds their time
  * and reaps every child, plus helpers children use to report failing cases and to meet outside tcomms. Used by
  * test_coll, test_split, test_peer_death and test_badinput; it knows nothing about tcomms itself. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Multi-rank suites: every collective on every CPU backend named by TCOMMS_TEST_BACKENDS (test_coll), splits and
 # leak cycles (test_split), splits whose ranks disagree (test_split_agree), bad input (test_badinput), a dying peer
 # (test_peer_death, with peer_death_prog under $TCOMMS_RUN), a reset store connection at creation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The root communicator of a multi-rank test child (tests/mrank_world.h). */
 #include "mrank_world.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The root communicator a multi-rank test child starts from (the environment mrank_run sets names its rank, size
  * and rendezvous): one helper for the suites that need nothing else at creation. */
 #ifndef TESTS_MRANK_WORLD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A tcomms program for test_peer_death: every rank records its pid, the job does one all_reduce, then the rank named
  * by argv[1] kills itself while the others enter a second all_reduce, which must fail rather than hang.
  * Usage: peer_death_prog DYING_RANK (under tcomms-run; pid files go to $TCOMMS_TEST_PIDDIR when set). */

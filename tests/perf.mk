@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tcomms-perf's test: test_perf runs the built tools/perf/tcomms-perf ($TCOMMS_PERF) under the built launcher
 # ($TCOMMS_RUN) on every CPU backend and parses its table and JSON output. For --device cuda without a GPU it loads a
 # stand-in CUDA runtime (tools/perf/test_cudart.c, built here as tests/perf_cudart.la) and the single-rank

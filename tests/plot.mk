@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Test of tcomms-plot (tests/test_plot.sh, a shell script: it needs no Check); it exits 77 (skip) without gnuplot.
 # It runs the build tree's tcomms-plot (made from tools/plot/tcomms-plot.in, with the version put in).
 TESTS += tests/test_plot.sh

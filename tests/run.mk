@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Tests of the launcher: test_run starts the built tools/run/tcomms-run ($TCOMMS_RUN) on tests/run_child
 # ($RUN_CHILD), a helper whose options make a rank print its environment, fail, or trap signals; tests/run_harness.c
 # runs the launcher and checks that nothing is left.

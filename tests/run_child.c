@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* run_child: the program tests/test_run.c starts under tcomms-run. Options, acted on in this order, make a rank
  * record its pid, print its environment (the bootstrap, torchrun's or the store's), its CPUs or odd output, fork a descendant, trap signals, fail, or sleep,
  * so the tests can check from outside what the launcher set, relayed and cleaned up. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # sh_lib.sh: sourced by the shell tests (test_compare.sh, test_nccl_report.sh, test_plot.sh): a scratch
 # directory $work, removed at exit, and ok/fail, which print a line each and count the failures in $failures.
 # shellcheck shell=sh

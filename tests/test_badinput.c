@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bad input through the public API: every case must return the named status with a tcomms_last_error() message
  * that names the argument, hint or variable at fault, and none may crash (Check's fork mode would report it). Most
  * run on a 1-rank communicator; one overflow case needs 2 ranks and runs under mrank. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Binding, device routing, split non-members, groups and work_synchronize in the core (lib/comm.c, lib/split.c,
  * lib/coll.c, lib/group.c, lib/work.c), over single-rank fake modules: "fakeok" serves cpu, "fakecuda" serves
  * cuda with every optional ABI entry and counts the core's calls into it (tests/fake_calls.h), "fakecudabare"

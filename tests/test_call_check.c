@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The call check (TCOMMS_CHECK_CALLS=1) on every CPU backend, 3 ranks. Agreeing calls of every collective pass
  * with correct results (against sums computed here by loops) and leave no store keys behind, and point-to-point
  * calls are left alone (a ring of receives posted before the sends still completes). A disagreement (count,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every collective and send/recv, on every CPU backend named by TCOMMS_TEST_BACKENDS, on 1 to 4 ranks (1 to 8 with
  * TCOMMS_TEST_MAX_RANKS=8, `make check-long`): one table of (collective x dtype x op x count x in-place x root) cases
  * run inside one communicator per (backend, ranks), each receive buffer checked element by element against

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Test of bench/compare.sh, the half of compare-nccl and compare-openmpi that decides what their figures are: the
 # order of sides in each round (every side takes every place), --budget, and the medians and wrong-element flag
 # read from the runs' nccl-tests tables. The runs are a stand-in cmp_run writing tables with known times; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Several communicators at once, and many large collectives in flight on one: every CPU backend in
  * TCOMMS_TEST_BACKENDS, 2-4 ranks. Ranks post on their communicators in different orders and wait in different
  * orders, two threads drive two communicators at the same time, and a burst of >= 64 KiB collectives exceeds the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests lib/dtype.c and lib/reduce.c: the dtype/op/device tables, the float16/bfloat16 conversions (against a
  * brute-force nearest-value search in double) and every reduction kernel (against a plain loop in double). */
 #include <check.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests lib/env.c: launcher conventions in precedence order, the store's limits, and errors that name the malformed
  * variable. Check runs each test in its own process, so environment changes do not leak between tests. */
 #include <check.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests lib/error.c: every status has its own string naming the code, and the detailed message is per thread. */
 #include <check.h>
 #include <pthread.h>

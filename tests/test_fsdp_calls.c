@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP runtime's calls on the CPU backends, 2 ranks: reference counts and call-order errors (named, leaving the
  * runtime usable), keep_after_forward, configuration errors at create and register, a configuration mismatch
  * between ranks at finalize, check_issued and the issue log, and a failed collective making later calls ABORTED. */

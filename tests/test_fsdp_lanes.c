@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP runtime's lanes on the CPU backends. On a GPU the runtime queues a gradient slot's whole reduction at
  * post_backward on its own stream (lib/fsdp/reduce.c, rt->eager); CI has no GPU, so here a recording ops table
  * stands in for the CUDA one after finalize: host memory, work done at once, every lane switch, event and

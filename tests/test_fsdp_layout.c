@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP rank layout and communicator collection (lib/fsdp/layout.c, lib/fsdp/groups.c): every group list against a
  * brute-force enumeration that sorts coordinate tuples (not mixed-radix arithmetic), hand-derived Megatron cases and
  * bad parameters; then, on every CPU backend, the communicators tcomms_fsdp_groups_create makes on 4 and 5 ranks,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP runtime (lib/fsdp/runtime.c and the files lib/fsdp/rt.h lists) on every CPU backend, 2-4 ranks: odd
  * parameter shapes in float32 and bfloat16 under every strategy, HSDP, hybrid sharding and expert groups, gradients
  * reduced in the main dtype and in bfloat16. Weights, read-back values, reduced gradients and installed weights are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Training with the FSDP runtime against the unsharded reference (examples/fsdp_mlp): each case trains on N forked
  * ranks, which write their losses and final parameters into shared memory, and the test process compares them with
  * the reference it computes itself: bit for bit in deterministic mode, to 1e-6 relative with random floats. Also a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms_group_start/end (lib/group.c) and tcomms_work_synchronize (lib/work.c) on every built CPU backend, 3
  * ranks: a ring of 1 MiB blocking sends and receives that only completes when grouped, in both posting orders;
  * nested groups; an unbalanced end; 100 groups holding a rejected call without fd growth; a group whose last

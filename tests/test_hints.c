@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests lib/hints.c: spellings, validation of types and ranges, the TCOMMS_HINTS format, and the cross-key check. */
 #include <check.h>
 #include <stdio.h>

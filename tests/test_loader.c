@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests lib/loader.c (search path, dlopen failures, ABI check, declining modules, listing, selection syntax) and
  * the core's routing in lib/comm.c and lib/coll.c over the single-rank fake module. TCOMMS_TEST_MODULES names the
  * directory holding the fake modules. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms_mem_alloc/free/register/deregister (lib/mem.c): argument checks, the core's fallbacks (page-aligned host
  * memory, a no-op registration, no windows) over the fake CPU module and the bare fake CUDA module, a module's own
  * entries over "fakecuda", and memory from every built CPU backend used for an all_reduce on 2 ranks. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ranks that disagree about a call get an error on every rank, within the timeout, on every CPU backend: never
  * success with wrong data, never a crash. Rank 0 calls differently from the others: another count or dtype size
  * (the message lengths differ), or, with lengths that match, another dtype, op, root or collective. Gloo itself

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Test of bench/compare-nccl-report.sh, the summary compare-nccl prints for issue 5's targets: from a medians file
 # with known times, the busbw ratio at >= 64 MiB (min, size, mean, verdict), the time difference at 8 B-64 KiB
 # (max, size, median, verdict), small all_reduce's largest ratio, sizes outside both ranges ignored, and the note

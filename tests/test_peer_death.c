@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A rank dies in the middle of a job: (a) under mrank, the survivors' next all_reduce must fail (REMOTE or TIMEOUT)
  * within the communicator timeout plus 5 s; (b) under tcomms-run ($TCOMMS_RUN), the launcher must exit non-zero in
  * bounded time and leave no process of the job behind (each rank of peer_death_prog writes its pid to a temp dir);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of tools/perf/tcomms-perf: the built tool ($TCOMMS_PERF) runs under the built launcher ($TCOMMS_RUN) on
  * every CPU backend of TCOMMS_TEST_BACKENDS and 1 to 3 ranks. Its table and JSON file are parsed and checked
  * against this file's own tables (sizes, counts, busbw factors, which forms exist); bad flags must fail cleanly,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Test of tools/plot/tcomms-plot ($TCOMMS_PLOT, the build tree's): renders a PNG and an SVG from two result files
 # written here and checks the files themselves (PNG signature and size, SVG parses as XML, both labels present);
 # reads nccl-tests' JSON and text (hand-written from nccl-tests' src/util.cu layout, and tcomms-perf -J output when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of tools/run/tcomms-run (through tests/run_harness.c): the environment the ranks get (tcomms' and
  * torchrun's), output relay, CPU binding, and that failures, signals, timeouts and the launcher's own death take
  * every rank down. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms_comm_split and tcomms_comm_split_color on 4 ranks (disjoint lists, a subset with a non-member, nested
  * splits, colors with reversed keys, NOCOLOR, invalid lists), each child checked by rank, size and collectives whose
  * results depend on its members; splits after the rank serving the store destroyed its root; then split/destroy and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests of the rendezvous store (lib/store*.c): a real server on loopback with TCP clients, forged malformed frames
  * over raw sockets, and the user-callback adapter over a small in-memory store written here as the reference. */
 #include <arpa/inet.h>

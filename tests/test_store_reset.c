@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A rank's first connection to the built-in store is reset: rank 0's previous server, stopping after its last client
  * left, closes its listening socket with this rank's new connection still in the backlog. Here rank 0 stands in for
  * that server with a plain listener that reads the hello and resets the connection (SO_LINGER 0), then creates the

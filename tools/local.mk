@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Command-line tools. Their man pages (roff, tools/*/NAME.1) are added to dist_man1_MANS by each tool's local.mk.
 include tools/run/local.mk
 

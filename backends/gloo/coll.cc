@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The operations, on the worker thread, through Gloo's options API. What Gloo lacks is composed here:
  * reduce_scatter(_v) as an allreduce into scratch, displaced v-layouts packed through scratch, in-place gathers,
  * scatters and all_to_all through a copy. Non-reducing operations move bytes; reducing ones pass the core's kernel. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Gloo communicators: the TCP device (one per root communicator, shared by its split children, bound where the
  * gloo.* hints or TCOMMS_GLOO_* say), the adapter that lets Gloo's rendezvous use the core's store, creation (full
  * mesh + barrier), destruction, and the applied values of the gloo.* hints. */

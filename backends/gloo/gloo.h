@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal declarations of the Gloo backend: the communicator and work objects shared by module.cc (the C table and
  * the exception-to-status boundary), comm.cc (create/destroy, device, store adapter, hints), coll.cc (the
  * operations) and worker.cc (the per-communicator worker thread and work handles). Nothing here is exported. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The Gloo backend: a C++17 module the core dlopens as tcomms_gloo.so. Built only when configure found libgloo;
 # everything but the tcomms_backend_module table stays hidden.
 if BUILD_GLOO

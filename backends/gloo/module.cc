@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The Gloo backend's one exported symbol, tcomms_backend_module, and the boundary every entry crosses: exceptions
  * from Gloo or the shim become tcomms statuses with messages here, never unwinding into the C core. */
 #include "gloo.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Asynchrony over blocking Gloo: each communicator owns one worker thread draining a FIFO of posted operations, so
  * operations run in posting order (identical on every rank, which keeps Gloo tags in step). Work handles report
  * completion through a condition variable and may be freed while running. */

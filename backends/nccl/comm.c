@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL communicators: eager creation (a root from a unique id passed through the tcomms store, a split child with
  * ncclCommSplit and the child's own hints, non-members of a split with NCCL_SPLIT_NOCOLOR), each followed by a
  * barrier so the communicator is ready on return; and destruction once its pending operations are over. */

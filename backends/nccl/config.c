@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hints -> ncclConfig_t, and back: which value each hint applied, or NCCL's default where none was given, for
  * tcomms_comm_hint. The common keys arrive validated and canonical from the core; the nccl.* keys (snake_case or
  * NCCL's own camelCase field name after the prefix) are validated here. Fields newer than the NCCL headers the

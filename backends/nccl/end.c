@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ending an NCCL communicator (ncclCommAbort or ncclCommDestroy) on a thread of its own, waited for up to a bound.
  * Either normally returns soon. They need not: NCCL 2.28 cannot interrupt a copy-engine collective whose peer is
  * lost (its stream waits on a flag in memory, which no abort flag reaches), and its abort then waits for good; a

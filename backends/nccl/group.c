@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms groups on NCCL: group_start/group_end bracket this thread's NCCL calls with ncclGroupStart/End, so
  * NCCL launches them together. Operations posted inside the group are launched only by ncclGroupEnd, so their
  * completion events are recorded (and their scratch freed) after it, in posting order. */

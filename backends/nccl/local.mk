@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # NCCL backend module (CUDA): built when configure finds CUDA and NCCL (BUILD_NCCL). A C11 module the core dlopens
 # as tcomms_nccl.so; it records libnccl.so.2 and libcudart by soname (NCCL_LIBS), so it also loads where NCCL lives
 # elsewhere. Everything but the tcomms_backend_module table stays hidden.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory for NCCL: allocation with ncclMemAlloc (cudaMalloc before NCCL 2.19), buffer registration with
  * ncclCommRegister, and symmetric windows with ncclCommWindowRegister (NCCL 2.27). Every call runs on the
  * communicator's device, whichever thread makes it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The NCCL backend's one exported symbol, tcomms_backend_module, and query(): can NCCL run here? It declines with
  * the CUDA runtime's reason (no driver, no device) so tcomms-info can say why. Communicators are in comm.c,
  * operations in ops.c and work.c, the watchdog in watchdog.c (docs/nccl.md). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Posting operations: every tcomms operation mapped to NCCL calls (native collectives where NCCL has them, since
  * 2.28 also all_to_all, gather and scatter, which NCCL can run on the copy engines; grouped ncclSend/ncclRecv or
  * ncclReduce per block where it has not), and the stream choreography of docs/nccl.md: a blocking call runs on the

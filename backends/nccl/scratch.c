@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Scratch for in-place all_to_all: device buffers per communicator, grown by doubling and then reused, so an
  * in-place call costs a copy rather than an allocation (cudaMallocAsync per call cost 150-190 us). Two of them:
  * NCCL 2.28's send/recv hung when one side's buffer was registered and the other's not (in-place all_to_all at

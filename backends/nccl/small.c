@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One-shot collectives for small messages (small.cu) between the GPUs of one host: all_reduce, all_gather,
  * reduce_scatter and all_to_all of at most TCOMMS_NCCL_SMALL_BYTES per rank's block, one kernel launch each
  * instead of NCCL's launch path, whose host time dominates these sizes. At creation every rank exports a staging

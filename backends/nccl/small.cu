@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // One-shot kernels for small messages between the GPUs of one host (backends/nccl/small.c): each rank pushes its
 // blocks into its peers' staging areas over NVLink or PCIe peer access, raises a flag in each peer, waits for its
 // peers' flags in its own memory, then reduces or copies out of its own staging area. One kernel launch per call

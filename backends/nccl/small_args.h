@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What small.c passes to small.cu's kernel, by value, and the codes both sides use. Plain C, for both compilers. */
 #ifndef TCN_SMALL_ARGS_H
 #define TCN_SMALL_ARGS_H

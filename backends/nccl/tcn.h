@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal declarations of the NCCL backend: communicators (an ncclComm_t bound to one GPU, an internal stream, the
  * operation pool and the list of operations the watchdog follows), operations (work handles: CUDA events), and
  * the functions the backend's files share. Nothing here is exported from the module (docs/nccl.md). */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The NCCL module as this machine sees it, run by make check from the build directory: it exports only
 # tcomms_backend_module, records libnccl.so.2 and libcudart by soname, and loads; tcomms-info then either lists it
 # with its hints (a GPU is present) or shows why it declined (the CUDA runtime's reason). Exit 77 if not built.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Does the NCCL module still build against older NCCL? Run by make check from the build directory where the module
 # is built (exit 77 elsewhere). Only one nccl.h is installed, so each older release is stood in for by a header of
 # our own that includes the real one, sets NCCL_VERSION_CODE back, and makes every name the module uses from a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Small helpers every file of the NCCL backend shares: clocks and polling back-off, the device guard that makes a
  * communicator's GPU current on whatever thread calls in, and the translation of CUDA/NCCL results into tcomms
  * statuses with messages that name the call and the communicator. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog: one thread for every NCCL communicator of the process. Every TCOMMS_NCCL_WATCHDOG_MS (default 100)
  * it retires completed operations, checks ncclCommGetAsyncError and the deadline of each pending operation; on an
  * error or a missed deadline it fails the communicator: pending operations get an error, the NCCL communicator is

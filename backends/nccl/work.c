@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Operations (work handles): a pool of operations with their CUDA events per communicator, so a post allocates
  * nothing in the steady state; the pending list the watchdog follows; and the handle calls. wait is stream-ordered
  * (the caller's stream waits for the completion event), synchronize blocks the host, test polls. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* all_gather and all_gather_v algorithms; blocks are tcu_vcount/tcu_vdispl, so each step function serves both.
  * ring: n-1 steps moving one block each, bandwidth-optimal (large messages). recursive_doubling (powers of two) and
  * bruck (any n): ceil(log2 n) steps, each moving a run of consecutive ranks' blocks as one message (small ones). */

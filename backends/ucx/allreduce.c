@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* all_reduce and reduce algorithms. ring: a reduce-scatter then an all-gather around the ring, each n-1 steps
  * moving one of n near-equal blocks (tcu_block) to the right neighbour; bandwidth-optimal, 2(n-1) latencies.
  * recursive_doubling: log2(n) exchanges of the whole vector; fewest latencies, for small messages. rabenseifner: a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* all_to_all and all_to_all_v algorithms. pairwise: n-1 steps; in step s rank r sends its block for (r + s) and
  * receives the block of (r - s), so each step is one exchange per rank and no rank is flooded (large messages).
  * linear: every receive and send posted in one round, one latency instead of n-1 (small messages). In place

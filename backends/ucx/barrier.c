@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* barrier algorithms. dissemination: ceil(log2 n) rounds; in round k rank r signals r + 2^k and waits for r - 2^k,
  * so after the last round every rank has heard, directly or through others, from every rank. Empty messages. */
 #include "engine.h"

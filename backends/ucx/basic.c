@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The algorithms with nothing to choose: a point-to-point send or receive (one message under its per-peer tag),
  * every collective on a communicator of one, where the result is the caller's own data copied into place, and the
  * transport warm-up a new context runs once. */

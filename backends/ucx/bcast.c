@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* broadcast and reduce over a binomial tree rooted at a.peer (ranks renumbered so the root is 0): ceil(log2 n)
  * latencies, the whole message on every edge. broadcast: receive from the parent, then send to every child (largest
  * subtree first). reduce: receive every child's partial result, fold them into ours, send the sum to the parent. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* broadcast for large messages (van de Geijn): the root's buffer, cut into n near-equal blocks (tcu_block) owned by
  * the virtual ranks, is scattered down the binomial tree (tree.h), then a ring all-gather completes every copy. The
  * root sends each byte about once instead of ceil(log2 n) times, at the price of n+1 steps and ~n copies of the

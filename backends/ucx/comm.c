@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* UCX communicators: creation (a root exchanges worker addresses through the store; a split reuses its parent's
  * endpoints), the agreement on a communicator id that no member uses already, the creation barrier, and
  * destruction (wait for running operations, detach handles the caller still holds, drop the context reference). */

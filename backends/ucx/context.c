@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The process-wide UCX context: one UCP context and worker shared by every communicator, created with the first and
  * destroyed with the last, plus the endpoint cache (one endpoint per peer worker, keyed by its address) and the
  * settings read from the environment. comm.c takes references; progress.c drives the worker. */

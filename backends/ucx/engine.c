@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The engine's mechanics: tasks (taken from a per-communicator free list, so the hot path does not allocate), the
  * tagged messages a step posts and the callbacks counting their completion, advancing a task round by round, and
  * ending it: success (with the AVG epilogue), or failure (requests cancelled, the communicator broken). Every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The collective engine as algorithms see it: a collective is a task, a state machine of rounds. Each round posts
  * tagged sends and receives; when all of them have completed the engine calls the algorithm's step again, which
  * does the round's local work (reduce, copy) and posts the next round. Algorithm files (allreduce.c, bcast.c, ...)

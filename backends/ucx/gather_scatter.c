@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gather and scatter algorithms. linear: the root posts every receive (gather) or send (scatter) in one round and
  * copies its own block locally; every other rank posts one message. One latency per message, but the root posts
  * n-1 of them. binomial: the tree of tree.h; each subtree's blocks travel as one message, so the root handles

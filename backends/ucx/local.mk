@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The UCX backend: a C11 module the core dlopens as tcomms_ucx.so, with its own collective algorithms over UCP
 # tagged messages. Built only when configure found UCX; everything but the tcomms_backend_module table stays hidden.
 if BUILD_UCX

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Who turns the worker: a caller waiting on an operation progresses it inline (spin, yield, then sleep on the
  * worker's event fd), and one process-wide progress thread does so while no caller is waiting, so non-blocking
  * operations advance when the caller is away. Both sweep the running tasks after progress: advance the ones whose

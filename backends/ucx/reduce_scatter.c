@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reduce_scatter and reduce_scatter_v algorithms. ring: n-1 steps; a partial sum travels right around the ring
  * collecting each rank's contribution and ends at the rank owning its block. In step s rank r sends the partial
  * block (r - s - 1) (its own input at s = 0) and receives block (r - s - 2), into which it folds its input; the last

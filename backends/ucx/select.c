@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which algorithm runs an operation: TCOMMS_UCX_<COLL>_ALGO=name forces one (read when a communicator is created),
  * otherwise the operation's rule table picks by rank count and message size, first matching row first. Adding an
  * algorithm: declare it below, list it in its operation's `all` array and give it a row in `rules`. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The binomial tree shared by the rooted algorithms (broadcast, gather, scatter): ranks renumbered so that the root
  * is virtual rank 0; v's parent is v minus its lowest set bit and v's subtree is the contiguous virtual range
  * [v, v + tcu_tree_span(v, n)), so a whole subtree's blocks travel as one message. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal declarations of the UCX backend: the process-wide context (one UCP context and worker, the endpoint
  * cache, the progress thread), communicators, tags, and the functions the backend's files share. Algorithms do not
  * include this: they see engine.h only. Nothing here is exported from the module. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The command line of fsdp_mlp and fsdp_mlp_cuda (train.h, mlp_main): options, the world communicator, either
  * trainer, and "step N loss X" lines, so the sharded run and --reference can be compared with diff. The host and
  * CUDA programs differ only in the driver they pass (main.c, cuda_main.c). The host program's default is the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fsdp_mlp_cuda: fsdp_mlp with parameters and compute on GPUs (cuBLAS GEMMs over each microbatch; one GPU per
  * rank, the world on cuda:<local rank>, NCCL unless TCOMMS_BACKEND says otherwise), or with --reference the same
  * CUDA model unsharded on one GPU. Exits 77 when no GPU is usable. tests/gpu/fsdp.sh compares the two:

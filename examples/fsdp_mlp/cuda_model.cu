@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // The CUDA compute of fsdp_mlp_cuda (cuda_model.h): cuBLAS GEMMs over whole microbatches in the compute dtype,
 // and the element-wise kernels around them, each templated on the value, weight and main dtypes of the three
 // kinds (float64, float32, bf16 weights). Every CUDA and cuBLAS return is checked and reported with the call.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA compute of fsdp_mlp_cuda (cuda_model.cu): a linear layer's forward and backward over a whole
  * microbatch as cuBLAS GEMMs plus small kernels for bias, ReLU, grid rounding, loss, row exchanges and SGD, shared
  * by the CUDA FSDP back end (cuda_train.c) and the one-GPU reference (cuda_reference.c). C callable. */

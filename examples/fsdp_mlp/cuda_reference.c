@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one-GPU reference of fsdp_mlp_cuda (cuda_train.h): the whole model and the whole global batch of each
  * microbatch on the current device, through the same layer functions as the FSDP back end (cuda_model.cu), with
  * the experts' tokens sorted so that each expert is one GEMM; only the GEMM shapes and the order of the gradient

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA back end of the fsdp_mlp FSDP trainer (run.h): the runtime's buckets live on the GPU, every unit is a
  * cuBLAS GEMM over this rank's samples of a microbatch (cuda_model.cu) on one stream that the runtime and the
  * collectives also take, and the expert layer's tokens travel with all_to_all_v between device buffers. */

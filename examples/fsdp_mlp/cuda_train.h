@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA trainers of fsdp_mlp_cuda: the FSDP back end (cuda_train.c), parameters and compute on the GPU of the
  * world communicator's device, and the one-GPU reference (cuda_reference.c); both the model of model.h computed
  * by cuda_model.cu, so their losses agree (bit for bit in deterministic mode). */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # examples/fsdp_mlp: a small MLP trained with the FSDP runtime (built by 'make', not installed). The model and both
 # trainers are a convenience library that tests/test_fsdp_train links; cli.c is the command line, main.c the host
 # program.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fsdp_mlp: train a small MLP with the FSDP runtime on the ranks tcomms-run starts, or unsharded in one process
  * with --reference, printing "step N loss X" per step; both print the same losses. Run it as
  *   tcomms-run -n 4 examples/fsdp_mlp/fsdp_mlp --strategy 3 --ep 2     and     fsdp_mlp --reference --ep 2 */

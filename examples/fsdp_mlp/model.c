@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fsdp_mlp model (model.h): layer sizes, the global parameter order, data and initial weights from a counter
  * hash (so any rank can produce any sample or parameter without communication), and the per-sample kernels both
  * trainers run. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fsdp_mlp model: a chain of Linear(+ReLU) layers of odd sizes with one expert layer, its data and initial
  * weights, and per-sample forward/backward kernels shared by the FSDP trainer and the unsharded reference
  * (train.c), so that both run the same arithmetic and differ only in how gradients are summed. */

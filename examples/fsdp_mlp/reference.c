@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The unsharded reference trainer of fsdp_mlp (train.h) and the options shared with the FSDP trainer: the whole
  * model and the whole global batch in one process, with the same kernels, data and optimizer, so that an FSDP run
  * must reproduce its losses and final parameters. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP trainer's state (private to examples/fsdp_mlp), shared by the driver in train.c, which builds the layout,
  * groups and runtime, registers the parameters and runs the schedules, and its compute back ends: the host one in
  * train.c and the CUDA one in cuda_train.c, which compute units, the optimizer and the step's loss. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP trainer of fsdp_mlp (train.h, run.h): builds the layout and its communicators, registers one unit per
  * layer, and drives the runtime's entry points through a standard or an interleaved 1F1B schedule, computing through
  * a back end: the host one here (per sample, in double), or the CUDA one (cuda_train.c). The expert layer sends each

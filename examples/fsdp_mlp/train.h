@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fsdp_mlp trainers: one over the FSDP runtime on the ranks of a world communicator, and the unsharded reference
  * in one process, both on the model of model.h; main.c and tests/test_fsdp_train.c drive them. */
 #ifndef FSDP_MLP_TRAIN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The contract between the tcomms core and a backend module (tcomms_<name>.so in $(pkglibdir) or
  * TCOMMS_BACKEND_PATH). A module exports one symbol, `tcomms_backend_module`, a tcomms_backend_t. The core checks
  * abi_version before reading anything else, calls query() once, and validates every argument before calling an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms FSDP runtime: a rank layout and the communicators it implies, and a runtime that shards flat parameter
  * buckets over them (ZeRO-0..3, HSDP, hybrid sharding, expert groups), gathering and reducing asynchronously on
  * separate communicators. There are no hooks: a training loop, or a pipeline schedule that bypasses "module

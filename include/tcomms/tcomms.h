@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms: one C API for collectives and point-to-point over run-time loaded backends (NCCL, Gloo, UCX).
  *
  * Every call returns a tcomms_status_t: 0 on success, a positive value for "not done yet", a negative value for an

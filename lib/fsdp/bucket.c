@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP buckets: the padding rule and this rank's ranges in each bucket, the persistent buffers (weights, main
  * params, gradients), setting and reading a parameter's full value, and the shard views an optimizer works on.
  * Every rank computes the same layout from the same registrations (finalize compares a hash of it). */

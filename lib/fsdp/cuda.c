@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP runtime on a GPU: the device ops (rt.h) through the CUDA driver API, which is dlopen'ed at the finalize of
  * a CUDA runtime, so libtcomms links no CUDA library and loads on machines without a driver. Memory comes from
  * cuMemAlloc at finalize; element-wise work is kernels.cu's kernels (an embedded fatbin) on the caller's stream. */

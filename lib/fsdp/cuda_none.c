@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP runtime without nvcc: no device ops (cuda.c needs the kernels nvcc builds), so a runtime, or a control-plane
  * exchange, on a CUDA communicator says so. */
 #include "rt.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP unit weights: per-direction references, and under ZeRO-3 the unit buffers (max_live_units, allocated at
  * finalize and reused) that all-gathers fill on the *_ag communicators, with prefetch along the unit order. Every
  * choice (which buffer, what to prefetch, what to evict) depends only on the call sequence, so every rank posts

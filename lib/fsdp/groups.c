@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP communicator collection (include/tcomms/fsdp.h): tcomms_fsdp_groups_create splits `world` once per
  * group kind in one fixed order, and tc_fsdp_groups_check (groups.h) proves a struct, made here or by hand, matches
  * the layout on every member without letting a rank-dependent struct hang or abort the job. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal side of the FSDP layout and communicator collection (layout.c, groups.c), for the runtime: checking a
  * tcomms_fsdp_groups_t against a layout on every member, and the layout fields that enter its configuration hash. */
 #ifndef TC_FSDP_GROUPS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP install_weights: after the optimizer changed the main params, rebuild each bucket's shard from the main
  * pieces (hybrid sharding all-gathers them over inter), cast it into the model weights, and all-gather those over
  * the *_ag communicator where the weights are kept full (ZeRO-1/2), or under ZeRO-3 prefetch the next step's first

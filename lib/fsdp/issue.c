@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP runtime: every collective of a step is posted here (in place, with a work handle), counted, hashed and
  * optionally logged, so tcomms_fsdp_check_issued can prove that every rank issued the same sequence; waiting and
  * the runtime's failure state live here too. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // FSDP runtime kernels (lib/fsdp/cuda.c): element-wise cast, scale and scaled add over flat bucket memory, grid-stride,
 // reading and writing in place (no staging). Built by nvcc into a fatbin that cuda.c embeds and loads with
 // cuModuleLoadData, so libtcomms needs no CUDA runtime. Dtype codes: 0 float64, 1 float32, 2 bfloat16, 3 float16.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP rank layout (include/tcomms/fsdp.h): Megatron's RankGenerator over one order of the tokens tp, cp, ep,
  * dp, pp, giving a dense and an expert layout, the group lists of every kind, and the HSDP intra/inter slicing of
  * the dp-cp and expert-dp groups. groups.c turns these lists into communicators; the runtime hashes the layout. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The FSDP runtime (include/tcomms/fsdp.h), built into libtcomms: rank layout and communicator collection
 # (layout.c, groups.c), then the runtime itself (runtime.c and the files rt.h lists).
 lib_libtccore_la_SOURCES += \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP runtime: memory and element-wise work (zero, cast, scale, add, copy) behind rt->ops, with the host
  * implementation (cuda.c holds the device one), and the control-plane exchange every file uses for its checks on
  * host buffers, which stages through device memory when a communicator has no CPU backend. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP gradients: the backward entry points, gradient buffers (ZeRO-0/1: a persistent full buffer reduced once on
  * the last microbatch; ZeRO-2/3: slots taken per unit at pre_backward and reduce-scattered in place at
  * post_backward, their block added into the main-grad shard), the HSDP all-reduce or hybrid reduce-scatter over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Internal structures of the FSDP runtime (include/tcomms/fsdp.h) and the helpers its files share: runtime.c
  * (create, register, finalize, destroy), bucket.c (layout, shard views, load/read), gather.c (unit buffers and
  * references), reduce.c (gradients), install.c (main params to weights), issue.c (posting, log, hash), ops.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FSDP runtime object: configuration, parameter registration, finalize (layout of buckets, communicator and
  * configuration checks across ranks, allocation), the unit order, and destroy. The per-step work lives in
  * gather.c and reduce.c; rt.h lists the files. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Symmetric windows for the runtime's pools on a GPU: ZeRO-3 unit buffers registered on the all-gather
  * communicators, ZeRO-2/3 gradient slots on the shard communicators (tcomms_mem_alloc, then tcomms_mem_register
  * with TCOMMS_MEM_REG_WINDOW). Every rank's buffer has the same size and layout, which is what a window asks for.

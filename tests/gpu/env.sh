@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by the device scripts (run.sh, fsdp.sh): where the carried build's libraries, modules and launcher are,
 # exported for the programs they start. Sets build, prefix, launcher, LD_LIBRARY_PATH, TCOMMS_BACKEND_PATH.
 #   TCOMMS_GPU_BUILD   build directory (default: _gpu/build)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The FSDP runtime on GPUs (issue 6): examples/fsdp_mlp/fsdp_mlp_cuda trained sharded over 2 (and 4) GPUs against
 # its one-GPU --reference, loss lines compared bit for bit in deterministic float64 mode and to a tolerance in
 # float32 and bf16, one PASS/FAIL line per case and a total; then bench/compare-fsdp when present. A markdown table

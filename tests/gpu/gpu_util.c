@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared helpers of the GPU tests (see gpu_util.h). The probe runs cudaGetDeviceCount in a child process because
  * the ranks are forked later and must each start CUDA afresh. */
 #include "gpu_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers shared by the GPU test programs (test_coll_cuda, test_nccl): finding GPUs without touching CUDA in the
  * parent process (ranks are forked, and a CUDA context does not survive fork), binding a rank to its GPU, checking
  * CUDA calls, and float buffers on the device filled and checked through host copies. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Device tests (tests/gpu): test_coll_cuda (tests/test_coll.c again, on NCCL with device buffers), test_nccl and
 # test_fsdp_cuda, built when configure finds CUDA and NCCL (BUILD_NCCL) and run on a GPU machine by tests/gpu/run.sh.
 # make check runs run.sh too: without a GPU (or without the NCCL build) every program exits 77, so it counts as

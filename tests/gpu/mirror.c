@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device twins of test_coll's guarded buffers (see mirror.h). A case holds at most a handful of buffers at once, so
  * a small array searched linearly is enough. */
 #include "mirror.h"

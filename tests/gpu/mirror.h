@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device mirrors for test_coll built as test_coll_cuda (-DTC_TEST_CUDA): every guarded host buffer of a case gets a
  * cudaMalloc'ed twin, guards included. A case copies all twins in before its operation, passes device addresses
  * (mirror_dev), copies them back after, and checks the host buffers against the same reference as on CPU. */

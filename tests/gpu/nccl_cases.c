@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nccl's rank functions for creation and routing: eager init and device binding, split with the child's own
  * hints, parents bound to cpu (NOT_BOUND), a mixed cpu+cuda communicator, grouped send/recv, and registration.
  * Expected values come from nt_in_value/nt_sum_value (small integers) and from NCCL defaults read off a plain root. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The rank functions of test_nccl (one per Check test, run in every forked rank) and the helpers they share.
  * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams,
  * graphs, timeouts (on SM kernels and on the copy engines); nccl_death.c: a rank lost inside ncclCommSplit;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nccl's copy-engine case: all_to_all, all_gather, gather and scatter between symmetric windows on a
  * communicator that asks for nccl.cta_policy=zero. From NCCL 2.28 the module calls ncclAlltoAll, ncclGather and
  * ncclScatter, and NCCL may run these and ncclAllGather on the copy engines instead of SM kernels (what lib/fsdp's

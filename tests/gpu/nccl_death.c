@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nccl's cases of a rank lost inside ncclCommSplit, after the module's split vote (which cannot see it): the
  * others must fail their split within the timeout and find the parent aborted, never wait. The rank dies, or (with
  * blocking=0 communicators, the only way NCCL's split can be polled) stalls past the timeout. The test program

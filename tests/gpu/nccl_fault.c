@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nccl's launch failures. The test program defines ncclAllReduce itself (exported, like nccl_death.c's
  * ncclCommSplit), so a rank can make the module's next launch fail as NCCL would refuse it; every other call goes
  * on to NCCL's own. A refusal that leaves the communicator usable (ncclInvalidArgument, on every rank) is

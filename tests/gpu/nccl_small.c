@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nccl's rank function for the small-message path (backends/nccl/small.c): it is on where every pair of the
  * job's GPUs has peer access (the hint query says its size; 65536 by default up to 4 ranks), off where a split's
  * hint says 0; all_reduce, all_gather, reduce_scatter and all_to_all give coll_ref's results on both sides of its

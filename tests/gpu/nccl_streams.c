@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nccl's rank functions for stream-ordered completion: wait and blocking calls that return while the operation
  * cannot have run (it sits behind a host-function "gate" on the caller's stream), synchronize that blocks, CUDA graph
  * capture and replay, and a peer that never joins (TIMEOUT within timeout + 2 s, then ABORTED). No check relies on

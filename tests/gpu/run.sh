@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs the GPU tests of issue 5 from the repository root with a carried build: test_coll_cuda (the shared table on
 # NCCL, 2 ranks and 4 when 4 GPUs are visible), test_nccl and test_fsdp_cuda (the FSDP runtime on NCCL). Prints each program's result, the SKIP lines inside
 # it, and "N passed, N failed, N skipped"; logs go to $OUT/gpu-tests when OUT is set. Also run by make check, where

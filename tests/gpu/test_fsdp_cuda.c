@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP runtime's CUDA path (lib/fsdp/cuda.c), one forked rank per GPU on communicators holding NCCL alone, 2
  * ranks and 4 when 4 GPUs are visible: every strategy (HSDP and hybrid sharding on 4) in bfloat16 and float32 compute
  * with float32 main params, 2 microbatches, prefetch 1. Weights, reduced gradients, read_param (into host and device

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms-info: what this installation can do: version, where modules are searched, which load, which decline and
  * why, the device types each serves and the hints each honours. Exit status 0 when at least one backend loads. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Command-line parsing of tcomms-perf (see args.h). Flag letters, long names, meanings and defaults follow
  * nccl-tests (src/common.cu); flags that mean nothing with one GPU per process are accepted and noted once.
  * Type and op names are nccl-tests' and the library's; the device is parsed by the library. */

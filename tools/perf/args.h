@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The command line of tcomms-perf: every nccl-tests flag with its meaning and default, plus the collective, the
  * backend, the device, tcomms' own JSON and a label. Parsed once into one options struct that the rest reads. */
 #ifndef PERF_ARGS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The sweep of tcomms-perf (see bench.h). Timing is CLOCK_MONOTONIC around the -n iterations of one form, after a
  * barrier; with -z 0 every iteration is posted with a work handle and all are waited for at the end, with -z 1
  * each call blocks. On cuda, as nccl-tests: the clock stops after a stream synchronize, -z 1 synchronizes after

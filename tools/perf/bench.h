@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The sweep of tcomms-perf: for each collective and message size, time both forms (-w warm-ups, then -n timed
  * iterations), check them once, agree on the figures across ranks, and hand the row to the report. */
 #ifndef PERF_BENCH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The descriptor table of tcomms-perf (see colls.h): for each collective its layout for a swept size, its
  * bus-bandwidth factor (as nccl-tests), the public tcomms call, and the value each received element must hold.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The collectives tcomms-perf measures: one small descriptor each (sizes, bus-bandwidth factor, the call, what every
  * received element must hold), in one table that the sweep (bench.c), the check and the report all read. Adding a
  * collective means adding one descriptor to colls.c, nothing else. */

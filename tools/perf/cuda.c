@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA runtime of tcomms-perf, loaded at run time (see cuda.h). The prototypes below are the runtime's own,
  * written with int for cudaError_t and enums and void * for handles, which is how they are passed on every ABI
  * the runtime ships for; the constants are those of cuda_runtime_api.h / driver_types.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The few CUDA runtime calls tcomms-perf makes for --device cuda, loaded with dlopen at run time (libcudart.so.13, .12,
  * or libcudart.so), so the tool needs neither CUDA headers to build nor CUDA to start: only --device cuda asks for it.
  * Streams, graphs and executable graphs are opaque pointers here (cudaStream_t and friends are pointers too). */

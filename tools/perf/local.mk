@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tcomms-perf, the nccl-tests compatible benchmark: an ordinary tcomms program using only the public API.
 bin_PROGRAMS += tools/perf/tcomms-perf
 tools_perf_tcomms_perf_SOURCES = \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms-perf: an nccl-tests compatible benchmark of every tcomms collective on any backend. main() parses the
  * command line (args.c), creates the communicator, runs the sweep (bench.c) and writes the report (report.c).
  * An ordinary tcomms program: start one per rank with tcomms-run, mpirun, srun or torchrun. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Buffers and ordering of tcomms-perf (see mem.h). Host buffers are page-aligned and zeroed at allocation, so the
  * first timed iteration does not pay for page faults. On cuda every copy is ordered on the rank's own stream and
  * waited for there: the stream does not sync with the legacy default stream, so a plain cudaMemcpy could land

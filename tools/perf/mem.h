@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Where tcomms-perf's buffers live and how its operations are ordered there: host memory for --device cpu; for --device cuda
  * a GPU of this rank, one stream that every operation (opts.stream) and copy goes on, buffers from cudaMalloc or,
  * with -R 1|2, from tcomms_mem_alloc and registered with the communicator. The sweep (bench.c) only goes through

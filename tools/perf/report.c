@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Output of tcomms-perf (see report.h): the table keeps nccl-tests' exact header, column widths and footer so that
  * scripts written for nccl-tests read it unchanged; JSON repeats every row with full precision. */
 #include "report.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What tcomms-perf prints: nccl-tests' header, rows and footer on stdout (rank 0), the progress line on a terminal's
  * stderr, and the JSON file of -J. The sweep (bench.c) hands it finished rows; only rank 0's report is active. */
 #ifndef PERF_REPORT_H

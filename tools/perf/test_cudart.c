@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A stand-in for the CUDA runtime, for tests only (tests/perf.mk builds it; never installed): the calls that
  * tools/perf/cuda.c loads, on host memory, with one visible "GPU". With the "fakecuda" test backend it lets
  * test_perf run tcomms-perf --device cuda end to end on a machine without a GPU. It also enforces what a real runtime

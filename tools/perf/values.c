@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fill patterns, expected reductions and element codecs for tcomms-perf's check (see values.h). Inputs are small
  * integers, so sums over any number of ranks stay exact: for each index the sum / min / max inputs cycle through
  * -2..2 every five ranks, and products hold at most one factor of 2. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What tcomms-perf puts in buffers and what it expects back: fill patterns of small integers (exact in every
  * dtype), the expected reduction computed independently in double, and our own element codecs (float16 and
  * bfloat16 included) so the check never relies on the library's arithmetic. */

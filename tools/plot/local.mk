@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tcomms-plot: a Python 3 script turning tcomms-perf and nccl-tests results into PNG/SVG charts through gnuplot, an
 # optional run-time dependency (Debian: gnuplot-nox). Made from tcomms-plot.in by putting configure's version in
 # (for --version); nothing else to build, and the build tree's copy runs as is.

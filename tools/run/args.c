@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms-run's command line: options, their values and the usage text. */
 #include "config.h"
 

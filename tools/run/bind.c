@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* --cpu-bind auto: each rank gets its own contiguous block of the CPUs tcomms-run may use, so ranks neither move
  * between cores nor share one (per-call times of GPU benchmarks varied by 2-3 us with where each process landed).
  * The launcher sets its own affinity to a rank's block just before spawning it, the rank inherits it, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A free port for rank 0's store server, below the kernel's ephemeral range. A port the kernel hands out for
  * bind(0) may be handed out again (to a Gloo or NCCL listener, or as a connection's local port) before rank 0
  * binds it, which made creation fail with "Address already in use" now and then when runs follow each other.

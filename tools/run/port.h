@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Picking a TCP port for rank 0's store server: shared by tcomms-run and the multi-rank test harness. */
 #ifndef TOOLS_RUN_PORT_H
 #define TOOLS_RUN_PORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms-run's shared declarations: its options and exit statuses, parsed by args.c and acted on by tcomms-run.c;
  * the ranks' environment (rank_env.c) and how one rank is started (spawn.c). */
 #ifndef TCOMMS_RUN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms-run: start N ranks of a program on this host with the TCOMMS_* bootstrap environment (rank_env.c), relay
  * their output line by line behind a rank prefix, forward signals, and take the whole job down when one rank fails
  * (or, through spawn.c's parent-death signal, when tcomms-run itself is killed).
