@@ -221,33 +221,9 @@ int mlp_train_reference(const mlp_opts_t *o, mlp_result_t *res)
     return rc;
 }
 
-double mlp_full_accuracy(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *loss)
-{
-    ref_model_t m;
-    scratch_t s;
-    double acc = NAN;
-    *loss = NAN;
-    if (model_alloc(&m, o, TCOMMS_FLOAT64, TCOMMS_FLOAT64, 0) == 0 && scratch_alloc(&s, n) == 0) {
-        memcpy(m.weights, params, m.total * sizeof(double));
-        *loss = ref_microbatch(&m, o, first, n, s.act, s.y, s.d0, s.d1) / n; /* its backward is wasted: cheap */
-        int right = 0;
-        for (int t = 0; t < n; t++) {
-            const double *out = s.act[MLP_UNITS] + MLP_MAX_DIM * t, *y = s.y + MLP_OUT * t;
-            int best = 0, want = 0;
-            for (int j = 1; j < MLP_OUT; j++) {
-                best = out[j] > out[best] ? j : best;
-                want = y[j] > y[want] ? j : want;
-            }
-            right += best == want;
-        }
-        acc = (double)right / n;
-        scratch_free(&s);
-    }
-    model_free(&m);
-    return acc;
-}
-
-double mlp_full_loss_grad(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *grad)
+/* One unsharded pass over samples [first, first + n) with `params`: the summed loss, and where asked the gradient
+ * and the number of samples whose largest output is their class. NAN when out of memory. */
+static double full_pass(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *grad, int *right)
 {
     ref_model_t m;
     scratch_t s;
@@ -255,9 +231,31 @@ double mlp_full_loss_grad(const mlp_opts_t *o, const double *params, uint64_t fi
     if (model_alloc(&m, o, TCOMMS_FLOAT64, TCOMMS_FLOAT64, 0) == 0 && scratch_alloc(&s, n) == 0) {
         memcpy(m.weights, params, m.total * sizeof(double));
         loss = ref_microbatch(&m, o, first, n, s.act, s.y, s.d0, s.d1);
-        memcpy(grad, m.grad, m.total * sizeof(double));
+        if (grad != NULL)
+            memcpy(grad, m.grad, m.total * sizeof(double));
+        for (int t = 0; right != NULL && t < n; t++) {
+            const double *out = s.act[MLP_UNITS] + MLP_MAX_DIM * t, *y = s.y + MLP_OUT * t;
+            int best = 0, want = 0;
+            for (int j = 1; j < MLP_OUT; j++) {
+                best = out[j] > out[best] ? j : best;
+                want = y[j] > y[want] ? j : want;
+            }
+            *right += best == want;
+        }
         scratch_free(&s);
     }
     model_free(&m);
     return loss;
+}
+
+double mlp_full_accuracy(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *loss)
+{
+    int right = 0;
+    *loss = full_pass(o, params, first, n, NULL, &right) / n; /* its backward is wasted: cheap */
+    return isnan(*loss) ? NAN : (double)right / n;
+}
+
+double mlp_full_loss_grad(const mlp_opts_t *o, const double *params, uint64_t first, int n, double *grad)
+{
+    return full_pass(o, params, first, n, grad, NULL);
 }
