@@ -25,9 +25,11 @@ EXPORT fake_calls_t fake_calls;
 #define COUNT(field) ((void)0)
 #endif
 
+static const tcomms_core_t *fake_core; /* kept by query() */
+
 static tcomms_status_t fake_query(const tcomms_core_t *core, char *reason, size_t len)
 {
-    (void)core;
+    fake_core = core;
 #ifdef FAKE_DECLINE
     strncpy(reason, "fake backend declines: no such hardware", len - 1);
     reason[len - 1] = '\0';
@@ -69,10 +71,11 @@ static tcomms_status_t fake_hint(void *bcomm, const char *key, char *buf, size_t
     return TCOMMS_SUCCESS;
 }
 
+/* One rank: every reduction is the identity and a gather takes this rank's block, so recvbuf = sendbuf. */
 static void copy_if_all_reduce(const tcomms_coll_args_t *a)
 {
-    if (a->type == TCOMMS_COLL_ALL_REDUCE && !a->in_place)
-        memcpy(a->recvbuf, a->sendbuf, a->count * (a->dtype == TCOMMS_FLOAT64 ? 8 : 4));
+    if ((a->type == TCOMMS_COLL_ALL_REDUCE || a->type == TCOMMS_COLL_ALL_GATHER) && !a->in_place)
+        memcpy(a->recvbuf, a->sendbuf, a->count * fake_core->dtype_size(a->dtype));
 }
 
 #ifndef FAKE_CUDA

@@ -627,6 +627,8 @@ START_TEST(test_cuda_stand_in)
     char graph[32];
     snprintf(graph, sizeof graph, "graph: %d unalign: 0\n", cuda_runs[_i].graph);
     ck_assert_msg(strstr(r.out, graph) != NULL, "'%s': no '%s' in the header:\n%s", cmd, graph, r.out);
+    ck_assert_msg(strstr(r.out, " device  0 [0000:2a:03] ") != NULL, "'%s': the rank line lacks the stand-in GPU's "
+                  "PCI address 0000:2a:03:\n%s", cmd, r.out);
     int want[1] = {0};
     static table_t t;
     parse_table(r.out, &t, want, 1);

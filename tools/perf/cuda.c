@@ -15,7 +15,10 @@ enum {
     MEMCPY_HOST_TO_DEVICE = 1,     /* cudaMemcpyHostToDevice */
     MEMCPY_DEVICE_TO_HOST = 2,     /* cudaMemcpyDeviceToHost */
     STREAM_NON_BLOCKING = 1,       /* cudaStreamNonBlocking: no implicit sync with the legacy default stream */
-    CAPTURE_MODE_THREAD_LOCAL = 1  /* cudaStreamCaptureModeThreadLocal */
+    CAPTURE_MODE_THREAD_LOCAL = 1, /* cudaStreamCaptureModeThreadLocal */
+    ATTR_PCI_BUS = 33,             /* cudaDevAttrPciBusId */
+    ATTR_PCI_DEVICE = 34,          /* cudaDevAttrPciDeviceId */
+    ATTR_PCI_DOMAIN = 50           /* cudaDevAttrPciDomainId */
 };
 
 static struct {
@@ -23,6 +26,7 @@ static struct {
     const char *(*get_error_string)(int);
     int (*get_device_count)(int *);
     int (*set_device)(int);
+    int (*device_attribute)(int *, int, int);
     int (*malloc_)(void **, size_t);
     int (*free_)(void *);
     int (*memset_async)(void *, int, size_t, void *);
@@ -98,6 +102,7 @@ static int resolve(void)
     SYM(get_error_string, "cudaGetErrorString");
     SYM(get_device_count, "cudaGetDeviceCount");
     SYM(set_device, "cudaSetDevice");
+    SYM(device_attribute, "cudaDeviceGetAttribute");
     SYM(malloc_, "cudaMalloc");
     SYM(free_, "cudaFree");
     SYM(memset_async, "cudaMemsetAsync");
@@ -141,6 +146,15 @@ int perf_cuda_open(int *ngpus)
 int perf_cuda_set_device(int gpu)
 {
     return check(rt.set_device(gpu), "cudaSetDevice");
+}
+
+int perf_cuda_pci(int gpu, int *domain, int *bus, int *device)
+{
+    *domain = *bus = *device = 0;
+    if (check(rt.device_attribute(domain, ATTR_PCI_DOMAIN, gpu), "cudaDeviceGetAttribute(PciDomainId)") != 0 ||
+        check(rt.device_attribute(bus, ATTR_PCI_BUS, gpu), "cudaDeviceGetAttribute(PciBusId)") != 0)
+        return -1;
+    return check(rt.device_attribute(device, ATTR_PCI_DEVICE, gpu), "cudaDeviceGetAttribute(PciDeviceId)");
 }
 
 int perf_cuda_stream_create(void **stream)

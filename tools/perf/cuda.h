@@ -15,6 +15,8 @@ const char *perf_cuda_error(void);
 
 /* Each returns 0, or -1 with perf_cuda_error() naming the call and the runtime's error string. */
 int perf_cuda_set_device(int gpu);
+/* The PCI domain, bus and device numbers of `gpu`, for nccl-tests' "#  Rank" line. */
+int perf_cuda_pci(int gpu, int *domain, int *bus, int *device);
 int perf_cuda_stream_create(void **stream);
 int perf_cuda_stream_destroy(void *stream);
 int perf_cuda_stream_sync(void *stream);

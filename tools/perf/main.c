@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "bench.h"
+#include "cuda.h"
 #include "mem.h"
 #include "report.h"
 
@@ -36,16 +37,19 @@ static int create_comm(const perf_args_t *a, tcomms_comm_t **comm)
 
 #define DEV_LINE 256
 
-/* nccl-tests' "#  Rank" line of every rank, in rank order, gathered on every rank (rank 0 prints them). There is
- * no PCI address to give: the bracket holds zeros and the device info says which tcomms backend and device ran.
- * NULL after a message on stderr. */
+/* nccl-tests' "#  Rank" line of every rank, in rank order, gathered on every rank (rank 0 prints them). The
+ * bracket holds the GPU's PCI address, zeros on the CPU; where nccl-tests names the GPU, the line says which tcomms
+ * backend and device ran. NULL after a message on stderr. */
 static char *device_lines(perf_mem_t *mem, tcomms_comm_t *comm, int rank, int nranks, const char *backend)
 {
     char line[DEV_LINE] = "", host[128] = "unknown";
     gethostname(host, sizeof host - 1);
-    int dev = mem->type == TCOMMS_DEVICE_CUDA ? mem->gpu : 0;
+    int dev = mem->type == TCOMMS_DEVICE_CUDA ? mem->gpu : 0, domain = 0, bus = 0, device = 0;
+    if (mem->type == TCOMMS_DEVICE_CUDA && perf_cuda_pci(dev, &domain, &bus, &device) != 0)
+        domain = bus = device = 0; /* the address is only shown */
     snprintf(line, sizeof line, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] tcomms %s %s\n",
-             rank, 0, (int)getpid(), host, dev, 0, 0, 0, backend, mem->name);
+             rank, 0, (int)getpid(), host, dev, (unsigned)domain, (unsigned)bus, (unsigned)device, backend,
+             mem->name);
     perf_buf_t s = {0}, r = {0};
     char *all = calloc((size_t)nranks, DEV_LINE);
     int ok = all != NULL && perf_buf_alloc(mem, DEV_LINE, 0, &s) == 0 &&
