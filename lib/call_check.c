@@ -25,30 +25,12 @@ typedef struct print {
     int32_t type, device, dtype, op, root, narrays;
 } print_t;
 
-static int has_op(tcomms_coll_type_t t)
-{
-    return t == TCOMMS_COLL_ALL_REDUCE || t == TCOMMS_COLL_REDUCE || t == TCOMMS_COLL_REDUCE_SCATTER ||
-           t == TCOMMS_COLL_REDUCE_SCATTER_V;
-}
-
-static int has_root(tcomms_coll_type_t t)
-{
-    return t == TCOMMS_COLL_BROADCAST || t == TCOMMS_COLL_REDUCE || t == TCOMMS_COLL_GATHER ||
-           t == TCOMMS_COLL_SCATTER;
-}
-
-static int narrays_of(tcomms_coll_type_t t)
-{
-    if (t == TCOMMS_COLL_ALL_TO_ALL_V)
-        return 2; /* sendcounts, recvcounts: rank i's sendcounts[j] is rank j's recvcounts[i] */
-    return t == TCOMMS_COLL_ALL_GATHER_V || t == TCOMMS_COLL_REDUCE_SCATTER_V; /* recvcounts, alike everywhere */
-}
-
 /* This rank's description, in a malloc'ed buffer of *len bytes. */
 static print_t *describe(const tcomms_coll_args_t *a, tcomms_device_type_t device, int n, size_t *len)
 {
     tcomms_coll_type_t t = a->type;
-    int narrays = narrays_of(t);
+    const tcomms_coll_info_t *info = tcomms_coll_info(t);
+    int narrays = info->count_arrays; /* all_to_all_v: rank i's sendcounts[j] is rank j's recvcounts[i] */
     *len = sizeof(print_t) + (size_t)narrays * (size_t)n * sizeof(uint64_t);
     print_t *p = malloc(*len);
     if (p == NULL)
@@ -58,8 +40,8 @@ static print_t *describe(const tcomms_coll_args_t *a, tcomms_device_type_t devic
         .type = (int32_t)t,
         .device = (int32_t)device,
         .dtype = t == TCOMMS_COLL_BARRIER ? NONE : (int32_t)a->dtype,
-        .op = has_op(t) ? (int32_t)a->op : NONE,
-        .root = has_root(t) ? a->peer : NONE,
+        .op = info->flags & TCOMMS_COLL_REDUCES ? (int32_t)a->op : NONE,
+        .root = info->flags & TCOMMS_COLL_ROOTED ? a->peer : NONE,
         .narrays = narrays,
     };
     uint64_t *arr = (uint64_t *)(p + 1);

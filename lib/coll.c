@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Every operation enters here: its arguments are validated once, the buffers' device type picks the backend, and
  * the call either blocks until completion or hands back a work handle. Backends never see unchecked input. */
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,21 +11,13 @@
 #include "comm.h"
 #include "error.h"
 #include "group.h"
+#include "log.h"
 #include "work.h"
-
-static const char *const coll_names[TCOMMS_COLL_TYPE_COUNT] = {
-    [TCOMMS_COLL_ALL_REDUCE] = "tcomms_all_reduce",         [TCOMMS_COLL_BROADCAST] = "tcomms_broadcast",
-    [TCOMMS_COLL_REDUCE] = "tcomms_reduce",                 [TCOMMS_COLL_ALL_GATHER] = "tcomms_all_gather",
-    [TCOMMS_COLL_ALL_GATHER_V] = "tcomms_all_gather_v",     [TCOMMS_COLL_REDUCE_SCATTER] = "tcomms_reduce_scatter",
-    [TCOMMS_COLL_REDUCE_SCATTER_V] = "tcomms_reduce_scatter_v", [TCOMMS_COLL_ALL_TO_ALL] = "tcomms_all_to_all",
-    [TCOMMS_COLL_ALL_TO_ALL_V] = "tcomms_all_to_all_v",     [TCOMMS_COLL_GATHER] = "tcomms_gather",
-    [TCOMMS_COLL_SCATTER] = "tcomms_scatter",               [TCOMMS_COLL_BARRIER] = "tcomms_barrier",
-    [TCOMMS_COLL_SEND] = "tcomms_send",                     [TCOMMS_COLL_RECV] = "tcomms_recv",
-};
 
 const char *tc_coll_name(tcomms_coll_type_t type)
 {
-    return (unsigned)type < TCOMMS_COLL_TYPE_COUNT ? coll_names[type] : "tcomms operation";
+    const tcomms_coll_info_t *info = tcomms_coll_info(type);
+    return info != NULL ? info->api : "tcomms operation";
 }
 
 /* a * b elements of esize bytes, or SIZE_MAX on overflow. */
@@ -114,7 +108,7 @@ static tcomms_status_t check_rank(const char *who, const char *what, int r, int 
  * scratch for packed displacements (two arrays of comm->size). */
 static tcomms_status_t validate(const tcomms_comm_t *comm, tcomms_coll_args_t *a, size_t *scratch)
 {
-    const char *who = coll_names[a->type];
+    const char *who = tc_coll_name(a->type);
     int n = comm->size, me = comm->rank;
     if ((unsigned)a->dtype >= TCOMMS_DTYPE_COUNT)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: dtype %d is not a tcomms_dtype_t", who, (int)a->dtype);
@@ -232,11 +226,27 @@ static tcomms_status_t validate(const tcomms_comm_t *comm, tcomms_coll_args_t *a
     return check_buffers(&c, a);
 }
 
+/* The TRACE line of each operation, before it is posted: what a hang report greps for across ranks (the same
+ * sequence number names the same call on every member of a communicator used in program order). */
+static void trace(const tcomms_comm_t *comm, const tcomms_coll_args_t *a, tcomms_device_type_t type)
+{
+    const tcomms_coll_info_t *info = tcomms_coll_info(a->type);
+    char op[32] = "", peer[32] = "";
+    if (info->flags & TCOMMS_COLL_REDUCES)
+        snprintf(op, sizeof(op), " op %s", tcomms_op_name(a->op));
+    if (info->flags & (TCOMMS_COLL_ROOTED | TCOMMS_COLL_P2P))
+        snprintf(peer, sizeof(peer), " %s %d", info->flags & TCOMMS_COLL_ROOTED ? "root" : "peer", a->peer);
+    tc_log(TCOMMS_LOG_TRACE, "core", "'%s' rank %d #%llu %s count %zu %s%s%s%s on %s%s, timeout %u ms", comm->name,
+           comm->rank, (unsigned long long)a->seq, info->name, a->count, tcomms_dtype_name(a->dtype), op, peer,
+           a->in_place ? " in place" : "", tcomms_device_type_name(type),
+           a->flags & TCOMMS_COLL_FLAG_BLOCKING ? " blocking" : "", a->timeout_ms);
+}
+
 /* Validate, route by device type, post; then block or hand back a work handle. */
 static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const tcomms_op_opts_t *opts,
                               tcomms_work_t **work)
 {
-    const char *who = coll_names[a->type];
+    const char *who = tc_coll_name(a->type);
     if (work != NULL)
         *work = NULL;
     tcomms_status_t st = tc_comm_check(comm, who, "comm");
@@ -273,6 +283,11 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     if (work == NULL)
         a->flags |= TCOMMS_COLL_FLAG_BLOCKING;
     int grouped = tc_group_active();
+    if (st == TCOMMS_SUCCESS) {
+        a->seq = atomic_fetch_add_explicit(&comm->ops_posted, 1, memory_order_relaxed) + 1;
+        if (tc_log_enabled(TCOMMS_LOG_TRACE, "core"))
+            trace(comm, a, type);
+    }
     if (st == TCOMMS_SUCCESS && grouped)
         st = tc_group_join(slot->be);
     if (st == TCOMMS_SUCCESS)

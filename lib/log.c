@@ -3,7 +3,6 @@
  * rank that TCOMMS_LOG_FILE names. Each line carries a UTC timestamp, the pid, the rank and, while a thread works
  * on one communicator, its name; the core sets that context (tc_log_set_rank, tc_log_set_comm), so no backend's call
  * site has to pass it. */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -47,24 +46,84 @@ static int parse_level(const char *text, int dflt)
     return level < 0 ? dflt : level;
 }
 
-/* Read at each call: logging is off the hot path, and tests change the variables between cases. */
-static int threshold(const char *who)
+/* The levels in force: read from the environment at the first line and again at each communicator's creation
+ * (tc_log_env_check), never per line, so a disabled level costs one load and one compare on the hot path. A
+ * snapshot is never changed once published; one that differs replaces it, and the old ones stay reachable (a
+ * thread may still read one) until the process ends: a few hundred bytes each, kept only when the variables
+ * changed. */
+#define MAX_COMPONENTS 16
+typedef struct levels {
+    int global, max;  /* TCOMMS_LOG_LEVEL; the highest level any component logs at */
+    int n;
+    struct {
+        char who[24]; /* the <WHO> of TCOMMS_<WHO>_LOG_LEVEL, compared without case */
+        int level;
+    } comp[MAX_COMPONENTS];
+    struct levels *older;
+} levels_t;
+
+static _Atomic(levels_t *) levels;
+static pthread_mutex_t levels_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The <WHO> of "TCOMMS_<WHO>_LOG_LEVEL=..." as [*who, *who + *len), or 0 when `var` is no such variable ("" for
+ * TCOMMS_LOG_LEVEL itself). TCOMMS_FOOLOG_LEVEL is not one. */
+static int level_var(const char *var, const char **who, size_t *len)
 {
-    int level = parse_level(getenv("TCOMMS_LOG_LEVEL"), TCOMMS_LOG_WARN);
-    if (who != NULL && *who != '\0') {
-        char var[96] = "TCOMMS_";
-        size_t n = strlen(var);
-        for (const char *p = who; *p != '\0' && n < sizeof(var) - 12; p++)
-            var[n++] = (char)toupper((unsigned char)*p);
-        snprintf(var + n, sizeof(var) - n, "_LOG_LEVEL");
-        level = parse_level(getenv(var), level);
+    const char *eq = strchr(var, '=');
+    if (strncmp(var, "TCOMMS_", 7) != 0 || eq == NULL || eq - var < 16 || strncmp(eq - 9, "LOG_LEVEL", 9) != 0)
+        return 0;
+    if (eq - var != 16 && eq[-10] != '_')
+        return 0;
+    *who = var + 7;
+    *len = eq - var == 16 ? 0 : (size_t)(eq - 10 - *who);
+    return 1;
+}
+
+static levels_t *levels_refresh(void)
+{
+    levels_t fresh;
+    memset(&fresh, 0, sizeof(fresh));
+    fresh.global = parse_level(getenv("TCOMMS_LOG_LEVEL"), TCOMMS_LOG_WARN);
+    fresh.max = fresh.global;
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        const char *who;
+        size_t len;
+        if (!level_var(*e, &who, &len) || len == 0 || len >= sizeof(fresh.comp[0].who) || fresh.n == MAX_COMPONENTS)
+            continue;
+        memcpy(fresh.comp[fresh.n].who, who, len);
+        fresh.comp[fresh.n].level = parse_level(strchr(*e, '=') + 1, fresh.global);
+        if (fresh.comp[fresh.n].level > fresh.max)
+            fresh.max = fresh.comp[fresh.n].level;
+        fresh.n++;
     }
-    return level;
+    pthread_mutex_lock(&levels_lock);
+    levels_t *cur = atomic_load(&levels);
+    if (cur == NULL || cur->global != fresh.global || cur->max != fresh.max || cur->n != fresh.n ||
+        memcmp(cur->comp, fresh.comp, sizeof(fresh.comp)) != 0) {
+        levels_t *made = malloc(sizeof(*made));
+        if (made != NULL) {
+            *made = fresh;
+            made->older = cur;
+            atomic_store_explicit(&levels, made, memory_order_release);
+            cur = made;
+        }
+    }
+    pthread_mutex_unlock(&levels_lock);
+    return cur;
 }
 
 int tc_log_enabled(tcomms_log_level_t level, const char *who)
 {
-    return (int)level <= threshold(who);
+    const levels_t *l = atomic_load_explicit(&levels, memory_order_acquire);
+    if (l == NULL && (l = levels_refresh()) == NULL)
+        return (int)level <= TCOMMS_LOG_WARN; /* out of memory at the first line */
+    if ((int)level > l->max)
+        return 0;
+    int threshold = l->global;
+    for (int i = 0; who != NULL && i < l->n; i++)
+        if (strcasecmp(who, l->comp[i].who) == 0)
+            threshold = l->comp[i].level;
+    return (int)level <= threshold;
 }
 
 /* ---- context: whose line it is ------------------------------------------------------------------------------- */
@@ -179,13 +238,13 @@ static int log_fd(void)
 
 tcomms_status_t tc_log_env_check(void)
 {
+    levels_refresh();
     /* Every TCOMMS_*LOG_LEVEL: the global one and each component's, whatever components exist. */
     for (char **e = environ; e != NULL && *e != NULL; e++) {
-        const char *eq = strchr(*e, '=');
-        if (strncmp(*e, "TCOMMS_", 7) != 0 || eq == NULL || eq - *e < 16 || strncmp(eq - 9, "LOG_LEVEL", 9) != 0)
+        const char *who, *eq = strchr(*e, '=');
+        size_t len;
+        if (!level_var(*e, &who, &len))
             continue;
-        if (eq - *e != 16 && eq[-10] != '_')
-            continue; /* TCOMMS_FOOLOG_LEVEL is not ours */
         if (eq[1] != '\0' && parse_level_text(eq + 1) < 0)
             return tc_error(TCOMMS_ERR_BAD_ENV, "environment variable %.*s='%.64s' is malformed: expected error, "
                             "warn, info, debug, trace, none or 0..5", (int)(eq - *e), *e, eq + 1);

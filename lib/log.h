@@ -10,6 +10,7 @@
 
 void tc_log(tcomms_log_level_t level, const char *who, const char *fmt, ...) TC_PRINTF(3, 4);
 void tc_vlog(tcomms_log_level_t level, const char *who, const char *fmt, va_list ap);
+/* Whether a line of `level` from component `who` is written: one load and one compare when it is not. */
 int tc_log_enabled(tcomms_log_level_t level, const char *who);
 
 /* The rank this thread's lines carry from now on; the first call in the process also sets the rank of threads that
@@ -18,9 +19,10 @@ void tc_log_set_rank(int rank);
 /* The communicator this thread's lines name until the next call; NULL or "" names none. */
 void tc_log_set_comm(const char *name);
 
-/* Check TCOMMS_LOG_LEVEL and every TCOMMS_<WHO>_LOG_LEVEL, and open TCOMMS_LOG_FILE (once per process): BAD_ENV naming
- * the variable (and the errno text for the file). Called when a communicator is created; logging before that uses
- * the defaults for malformed values, and stderr when the file cannot be opened. */
+/* Read TCOMMS_LOG_LEVEL and every TCOMMS_<WHO>_LOG_LEVEL again (the levels are read at the first line and here
+ * only), check them, and open TCOMMS_LOG_FILE (once per process): BAD_ENV naming the variable (and the errno text
+ * for the file). Called when a communicator is created; logging before that uses the defaults for malformed values,
+ * and stderr when the file cannot be opened. */
 tcomms_status_t tc_log_env_check(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <tcomms/backend.h>
 #include <tcomms/tcomms.h>
 
 #include "mrank.h"
@@ -430,6 +431,26 @@ START_TEST(malformed_hint_specs)
 }
 END_TEST
 
+/* The operation table answers NULL outside the enumeration; inside it, every row names its public call and its
+ * flags agree with themselves: a root and a peer exclude each other, count arrays come with a per-rank buffer. */
+START_TEST(coll_info_rows)
+{
+    ck_assert_ptr_null(tcomms_coll_info(TCOMMS_COLL_TYPE_COUNT));
+    ck_assert_ptr_null(tcomms_coll_info((tcomms_coll_type_t)-1));
+    for (int t = 0; t < TCOMMS_COLL_TYPE_COUNT; t++) {
+        const tcomms_coll_info_t *info = tcomms_coll_info((tcomms_coll_type_t)t);
+        ck_assert_ptr_nonnull(info);
+        ck_assert_ptr_nonnull(info->name);
+        char api[64];
+        snprintf(api, sizeof(api), "tcomms_%s", info->name);
+        ck_assert_str_eq(info->api, api);
+        ck_assert_msg(!((info->flags & TCOMMS_COLL_ROOTED) && (info->flags & TCOMMS_COLL_P2P)), "%s", info->name);
+        ck_assert_msg(info->count_arrays == 0 ||
+                          (info->flags & (TCOMMS_COLL_SEND_PER_RANK | TCOMMS_COLL_RECV_PER_RANK)), "%s", info->name);
+    }
+}
+END_TEST
+
 START_TEST(bad_names)
 {
     tcomms_device_t d;
@@ -485,6 +506,7 @@ int main(void)
     tcase_add_test(plain, bad_hints);
     tcase_add_test(plain, malformed_hint_specs);
     tcase_add_test(plain, bad_names);
+    tcase_add_test(plain, coll_info_rows);
     suite_add_tcase(s, plain);
     return check_run(s);
 }

@@ -134,8 +134,76 @@ START_TEST(test_bad_levels)
     ck_assert_int_eq(tc_log_env_check(), TCOMMS_SUCCESS);
     /* A malformed level does not stop logging: it keeps the default (warn). */
     setenv("TCOMMS_LOG_LEVEL", "verbose", 1);
+    expect_bad_env("TCOMMS_LOG_LEVEL");
     ck_assert(tc_log_enabled(TCOMMS_LOG_WARN, "core"));
     ck_assert(!tc_log_enabled(TCOMMS_LOG_INFO, "core"));
+}
+END_TEST
+
+/* The levels are read at the first line and at each check (each communicator's creation), not per line; a
+ * component's own level overrides the global one for that component only, whatever its case. */
+START_TEST(test_levels_read_at_check)
+{
+    setenv("TCOMMS_LOG_LEVEL", "error", 1);
+    ck_assert(!tc_log_enabled(TCOMMS_LOG_WARN, "core")); /* the first read */
+    setenv("TCOMMS_LOG_LEVEL", "trace", 1);
+    ck_assert_msg(!tc_log_enabled(TCOMMS_LOG_WARN, "core"), "the level was read again without a check");
+    ck_assert_int_eq(tc_log_env_check(), TCOMMS_SUCCESS);
+    ck_assert(tc_log_enabled(TCOMMS_LOG_TRACE, "core"));
+    setenv("TCOMMS_LOG_LEVEL", "warn", 1);
+    setenv("TCOMMS_STORE_LOG_LEVEL", "debug", 1);
+    ck_assert_int_eq(tc_log_env_check(), TCOMMS_SUCCESS);
+    ck_assert(tc_log_enabled(TCOMMS_LOG_DEBUG, "store"));
+    ck_assert(tc_log_enabled(TCOMMS_LOG_DEBUG, "STORE"));
+    ck_assert(!tc_log_enabled(TCOMMS_LOG_TRACE, "store"));
+    ck_assert(!tc_log_enabled(TCOMMS_LOG_DEBUG, "core"));
+    ck_assert(!tc_log_enabled(TCOMMS_LOG_DEBUG, "stor"));
+    ck_assert(tc_log_enabled(TCOMMS_LOG_WARN, "ucx"));
+    setenv("TCOMMS_STORE_LOG_LEVEL", "none", 1); /* a component may also be quieter than the rest */
+    ck_assert_int_eq(tc_log_env_check(), TCOMMS_SUCCESS);
+    ck_assert(!tc_log_enabled(TCOMMS_LOG_ERROR, "store"));
+    ck_assert(tc_log_enabled(TCOMMS_LOG_ERROR, "core"));
+    unsetenv("TCOMMS_STORE_LOG_LEVEL");
+}
+END_TEST
+
+/* TCOMMS_CORE_LOG_LEVEL=trace: one line per operation, numbered from 1 per communicator, naming what was asked
+ * (op for reductions only, root for rooted operations only); at the default level, none. */
+START_TEST(test_trace_lines)
+{
+    char pattern[128], path[128];
+    snprintf(pattern, sizeof(pattern), "%s/trace.%%r", dir);
+    setenv("TCOMMS_LOG_FILE", pattern, 1);
+    setenv("TCOMMS_CORE_LOG_LEVEL", "trace", 1);
+    tcomms_comm_params_t p = {.field_mask = TCOMMS_COMM_PARAM_NAME, .name = "traced"};
+    tcomms_comm_t *comm = NULL;
+    ck_assert_msg(tcomms_comm_create(&p, &comm) == TCOMMS_SUCCESS, "%s", tcomms_last_error());
+    int32_t a[5] = {1, 2, 3, 4, 5}, b[5];
+    double d[3] = {0};
+    tcomms_work_t *w = NULL;
+    ck_assert_int_eq(tcomms_all_reduce(comm, a, b, 5, TCOMMS_INT32, TCOMMS_MAX, NULL, NULL), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_broadcast(comm, d, 3, TCOMMS_FLOAT64, 0, NULL, &w), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_work_wait(w, 0), TCOMMS_SUCCESS);
+    tcomms_work_free(w);
+    ck_assert_int_eq(tcomms_all_reduce(comm, NULL, NULL, 0, TCOMMS_DTYPE_COUNT, TCOMMS_SUM, NULL, NULL),
+                     TCOMMS_ERR_INVALID_ARG); /* refused: no line, no number */
+    ck_assert_int_eq(tcomms_all_gather(comm, a, a, 5, TCOMMS_INT32, NULL, NULL), TCOMMS_SUCCESS);
+    setenv("TCOMMS_CORE_LOG_LEVEL", "warn", 1);
+    tcomms_comm_t *quiet = NULL; /* a creation reads the levels again: from now on no trace */
+    tcomms_comm_params_t q = {.field_mask = TCOMMS_COMM_PARAM_NAME, .name = "quiet"};
+    ck_assert_msg(tcomms_comm_create(&q, &quiet) == TCOMMS_SUCCESS, "%s", tcomms_last_error());
+    ck_assert_int_eq(tcomms_all_reduce(comm, a, b, 5, TCOMMS_INT32, TCOMMS_MAX, NULL, NULL), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_comm_destroy(quiet), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_comm_destroy(comm), TCOMMS_SUCCESS);
+    snprintf(path, sizeof(path), "%s/trace.0", dir);
+    const char *text = slurp(path);
+    ck_assert_msg(has_line(text, " trace core: 'traced' rank 0 #1 all_reduce count 5 int32 op max on cpu blocking, "
+                           "timeout [0-9]+ ms$"), "%s", text);
+    ck_assert_msg(has_line(text, " trace core: 'traced' rank 0 #2 broadcast count 3 float64 root 0 in place on cpu, "
+                           "timeout [0-9]+ ms$"), "%s", text);
+    ck_assert_msg(has_line(text, " trace core: 'traced' rank 0 #3 all_gather count 5 int32 in place on cpu blocking, "
+                           "timeout [0-9]+ ms$"), "%s", text);
+    ck_assert_msg(!has_line(text, "#4 "), "a line after the level went back to warn:\n%s", text);
 }
 END_TEST
 
@@ -183,6 +251,8 @@ int main(void)
     tcase_add_test(tc, test_file_and_format);
     tcase_add_test(tc, test_rank_set_and_append);
     tcase_add_test(tc, test_bad_levels);
+    tcase_add_test(tc, test_levels_read_at_check);
+    tcase_add_test(tc, test_trace_lines);
     tcase_add_test(tc, test_unopenable_file);
     tcase_add_test(tc, test_comm_create);
     suite_add_tcase(s, tc);

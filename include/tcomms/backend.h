@@ -127,6 +127,30 @@ typedef enum tcomms_coll_type {
     TCOMMS_COLL_TYPE_COUNT
 } tcomms_coll_type_t;
 
+/* What every operation is, described once (lib/coll_info.c). A PER_RANK buffer holds one block of `count` elements
+ * per rank (the v-variants: a block per rank of the counts' lengths); at a root-only end (gather's receive,
+ * scatter's send, reduce's receive) only the root has that buffer. */
+enum {
+    TCOMMS_COLL_REDUCES = 1u << 0,       /* takes `op` */
+    TCOMMS_COLL_ROOTED = 1u << 1,        /* `peer` is the root */
+    TCOMMS_COLL_P2P = 1u << 2,           /* `peer` is the other rank: point-to-point */
+    TCOMMS_COLL_IN_PLACE = 1u << 3,      /* has an in-place form */
+    TCOMMS_COLL_ONE_BUFFER = 1u << 4,    /* one buffer (broadcast): the root's data start in it */
+    TCOMMS_COLL_SEND_PER_RANK = 1u << 5, /* the send buffer holds a block per rank */
+    TCOMMS_COLL_RECV_PER_RANK = 1u << 6  /* the receive buffer holds a block per rank */
+};
+
+typedef struct tcomms_coll_info {
+    const char *name;  /* "all_reduce": for messages, tables and environment variables */
+    const char *api;   /* "tcomms_all_reduce": the public call */
+    unsigned flags;    /* TCOMMS_COLL_* above */
+    int count_arrays;  /* 0; 1: recvcounts (alike on every rank); 2: sendcounts and recvcounts (all_to_all_v) */
+} tcomms_coll_info_t;
+
+/* The row of `type`, or NULL for a value that is no tcomms_coll_type_t. For programs linking libtcomms (tools);
+ * modules, which do not, reach the same table through tcomms_core_t. */
+TCOMMS_API const tcomms_coll_info_t *tcomms_coll_info(tcomms_coll_type_t type);
+
 /* One operation, validated by the core. Field use per type follows the public API: `count` is the element count
  * per rank (sendcount for gathers, recvcount for scatters/reduce_scatter, the per-peer block for all_to_all);
  * v-variants use the count/displacement arrays (never NULL: the core fills packed displacements). `in_place` is
@@ -144,6 +168,8 @@ typedef struct tcomms_coll_args {
     uint32_t timeout_ms;       /* resolved: never 0 */
     void *stream;              /* the caller's stream (device backends); NULL = the legacy default stream */
     uint32_t flags;            /* TCOMMS_COLL_FLAG_* */
+    uint64_t seq;              /* the operation's number among those posted on this communicator by this
+                                  rank, from 1: the number the core's trace line gives it, for a backend's own */
 } tcomms_coll_args_t;
 
 /* Posted by a blocking call: the core waits for the work and frees it right after post() returns (outside a

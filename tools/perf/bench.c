@@ -228,7 +228,8 @@ static void locate(const bench_t *b, const perf_coll_t *coll, const perf_layout_
     unsigned char *base = (unsigned char *)b->recv.p + skew;
     if (form == 0) {
         *r = base;
-        *s = (coll->flags & PERF_ONE_BUFFER) ? (void *)base : (void *)((unsigned char *)b->send.p + skew);
+        int one = (perf_coll_flags(coll) & TCOMMS_COLL_ONE_BUFFER) != 0;
+        *s = one ? (void *)base : (void *)((unsigned char *)b->send.p + skew);
     } else {
         *s = base + l->send_ip * b->x.esize;
         *r = base + l->recv_ip * b->x.esize;
@@ -241,14 +242,14 @@ static tcomms_status_t one_row(bench_t *b, const perf_coll_t *coll, size_t size,
     perf_layout_t l = {.vec = b->vec};
     coll->layout(&b->x, size / b->x.esize, &l);
     perf_row_t row = {.coll = coll->name, .bytes = l.bytes, .count = l.count, .dtype = b->x.dtype,
-                      .redop = (coll->flags & PERF_REDUCES) ? tcomms_op_name(b->x.op) : "none",
-                      .root = (coll->flags & PERF_ROOTED) ? b->x.root : -1};
-    int runs = !(coll->flags & PERF_PAIRWISE) || b->x.nranks > 1; /* a rank cannot message itself */
+                      .redop = (perf_coll_flags(coll) & TCOMMS_COLL_REDUCES) ? tcomms_op_name(b->x.op) : "none",
+                      .root = (perf_coll_flags(coll) & TCOMMS_COLL_ROOTED) ? b->x.root : -1};
+    int runs = !(perf_coll_flags(coll) & TCOMMS_COLL_P2P) || b->x.nranks > 1; /* a rank cannot message itself */
     double t[2] = {0, 0};
     int64_t w[2] = {0, 0};
     for (int form = 0; form < 2; form++) {
         perf_cell_t *c = &row.cell[form];
-        c->state = form == 1 && !(coll->flags & PERF_IN_PLACE) ? PERF_CELL_ABSENT
+        c->state = form == 1 && !(perf_coll_flags(coll) & TCOMMS_COLL_IN_PLACE) ? PERF_CELL_ABSENT
                    : runs                                       ? PERF_CELL_MEASURED
                                                                 : PERF_CELL_NA;
         if (c->state != PERF_CELL_MEASURED)
@@ -344,8 +345,8 @@ static tcomms_status_t one_sweep(bench_t *b, const perf_coll_t *coll, perf_repor
 static tcomms_status_t one_block(bench_t *b, const perf_coll_t *coll, perf_report_t *rep, long long *wrong)
 {
     const perf_args_t *a = b->a;
-    int nops = (coll->flags & PERF_REDUCES) ? a->nops : 1;
-    int rooted = (coll->flags & PERF_ROOTED) != 0;
+    int nops = (perf_coll_flags(coll) & TCOMMS_COLL_REDUCES) ? a->nops : 1;
+    int rooted = (perf_coll_flags(coll) & TCOMMS_COLL_ROOTED) != 0;
     int root0 = !rooted ? -1 : a->root < 0 ? 0 : a->root;
     int root1 = !rooted ? -1 : a->root < 0 ? b->x.nranks - 1 : a->root;
     perf_report_begin(rep, coll);

@@ -93,7 +93,7 @@ static void lay_broadcast(const perf_ctx_t *x, size_t c, perf_layout_t *l)
 static tcomms_status_t run_broadcast(const perf_ctx_t *x, const perf_layout_t *l, const void *s, void *r,
                                      perf_works_t *w)
 {
-    (void)s; /* PERF_ONE_BUFFER: the root's data are in r */
+    (void)s; /* TCOMMS_COLL_ONE_BUFFER: the root's data are in r */
     return tcomms_broadcast(x->comm, r, l->count, x->dtype, x->root, x->opts, slot(w));
 }
 
@@ -311,20 +311,20 @@ static double exp_alltoall_v(const perf_ctx_t *x, const perf_layout_t *l, size_t
 /* ---- the table, in the order `all` runs it ------------------------------------------------------------------- */
 
 const perf_coll_t perf_colls[] = {
-    {"all_reduce", PERF_REDUCES | PERF_IN_PLACE, factor_allreduce, lay_all_reduce, run_all_reduce, exp_reduced},
-    {"all_gather", PERF_IN_PLACE, factor_shared, lay_all_gather, run_all_gather, exp_gathered},
-    {"reduce_scatter", PERF_REDUCES | PERF_IN_PLACE, factor_shared, lay_reduce_scatter, run_reduce_scatter,
+    {"all_reduce", TCOMMS_COLL_ALL_REDUCE, factor_allreduce, lay_all_reduce, run_all_reduce, exp_reduced},
+    {"all_gather", TCOMMS_COLL_ALL_GATHER, factor_shared, lay_all_gather, run_all_gather, exp_gathered},
+    {"reduce_scatter", TCOMMS_COLL_REDUCE_SCATTER, factor_shared, lay_reduce_scatter, run_reduce_scatter,
      exp_reduce_scatter},
-    {"broadcast", PERF_ROOTED | PERF_ONE_BUFFER, factor_one, lay_broadcast, run_broadcast, exp_broadcast},
-    {"reduce", PERF_REDUCES | PERF_ROOTED | PERF_IN_PLACE, factor_one, lay_reduce, run_reduce, exp_reduced},
-    {"alltoall", PERF_IN_PLACE, factor_shared, lay_alltoall, run_alltoall, exp_alltoall},
-    {"gather", PERF_ROOTED | PERF_IN_PLACE, factor_shared, lay_gather, run_gather, exp_gathered},
-    {"scatter", PERF_ROOTED | PERF_IN_PLACE, factor_shared, lay_scatter, run_scatter, exp_scatter},
-    {"sendrecv", PERF_PAIRWISE, factor_one, lay_all_reduce, run_sendrecv, exp_sendrecv},
-    {"all_gather_v", PERF_IN_PLACE, factor_shared, lay_all_gather_v, run_all_gather_v, exp_all_gather_v},
-    {"reduce_scatter_v", PERF_REDUCES | PERF_IN_PLACE, factor_shared, lay_reduce_scatter_v, run_reduce_scatter_v,
+    {"broadcast", TCOMMS_COLL_BROADCAST, factor_one, lay_broadcast, run_broadcast, exp_broadcast},
+    {"reduce", TCOMMS_COLL_REDUCE, factor_one, lay_reduce, run_reduce, exp_reduced},
+    {"alltoall", TCOMMS_COLL_ALL_TO_ALL, factor_shared, lay_alltoall, run_alltoall, exp_alltoall},
+    {"gather", TCOMMS_COLL_GATHER, factor_shared, lay_gather, run_gather, exp_gathered},
+    {"scatter", TCOMMS_COLL_SCATTER, factor_shared, lay_scatter, run_scatter, exp_scatter},
+    {"sendrecv", TCOMMS_COLL_SEND, factor_one, lay_all_reduce, run_sendrecv, exp_sendrecv},
+    {"all_gather_v", TCOMMS_COLL_ALL_GATHER_V, factor_shared, lay_all_gather_v, run_all_gather_v, exp_all_gather_v},
+    {"reduce_scatter_v", TCOMMS_COLL_REDUCE_SCATTER_V, factor_shared, lay_reduce_scatter_v, run_reduce_scatter_v,
      exp_reduce_scatter_v},
-    {"alltoall_v", 0, factor_shared, lay_alltoall_v, run_alltoall_v, exp_alltoall_v},
+    {"alltoall_v", TCOMMS_COLL_ALL_TO_ALL_V, factor_shared, lay_alltoall_v, run_alltoall_v, exp_alltoall_v},
 };
 const size_t perf_ncolls = sizeof perf_colls / sizeof perf_colls[0];
 
@@ -358,5 +358,5 @@ const perf_coll_t *perf_coll_find(const char *name)
 
 double perf_send_value(const perf_ctx_t *c, const perf_coll_t *coll, int rank, size_t i)
 {
-    return (coll->flags & PERF_REDUCES) ? perf_red_value(c, rank, i) : perf_mov_value(rank, i);
+    return (perf_coll_flags(coll) & TCOMMS_COLL_REDUCES) ? perf_red_value(c, rank, i) : perf_mov_value(rank, i);
 }

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include <tcomms/backend.h>
 #include <tcomms/tcomms.h>
 
 /* The fixed parameters of a run, as one rank sees them. */
@@ -37,17 +38,11 @@ typedef struct perf_works {
     size_t n;
 } perf_works_t;
 
-enum {
-    PERF_REDUCES = 1u << 0,    /* takes -o (redop column); otherwise "none" */
-    PERF_ROOTED = 1u << 1,     /* takes -r (root column); otherwise -1 */
-    PERF_IN_PLACE = 1u << 2,   /* has an in-place form; otherwise N/A in the in-place columns */
-    PERF_ONE_BUFFER = 1u << 3, /* the call has one buffer (broadcast): the root's data start in the receive buffer */
-    PERF_PAIRWISE = 1u << 4    /* needs a peer other than itself: N/A on one rank */
-};
-
 typedef struct perf_coll {
-    const char *name; /* "all_reduce"; blocks are named "<name>_perf" */
-    unsigned flags;
+    const char *name; /* nccl-tests' name, "alltoall"; blocks are named "<name>_perf" */
+    /* The operation it times, whose row in the core's table (tcomms_coll_info) says whether it reduces, has a
+     * root, an in-place form, one buffer; sendrecv says TCOMMS_COLL_SEND: point-to-point, so N/A on one rank. */
+    tcomms_coll_type_t type;
     double (*factor)(int nranks); /* busbw = algbw * factor */
     /* Layout for a message of `elems` elements (the swept size divided by the element size). */
     void (*layout)(const perf_ctx_t *c, size_t elems, perf_layout_t *l);
@@ -57,6 +52,12 @@ typedef struct perf_coll {
     /* The value element i of this rank's receive data must hold after a run on the fill of perf_send_value. */
     double (*expected)(const perf_ctx_t *c, const perf_layout_t *l, size_t i);
 } perf_coll_t;
+
+/* TCOMMS_COLL_* flags of `coll`'s operation. */
+static inline unsigned perf_coll_flags(const perf_coll_t *coll)
+{
+    return tcomms_coll_info(coll->type)->flags;
+}
 
 extern const perf_coll_t perf_colls[];
 extern const size_t perf_ncolls;
