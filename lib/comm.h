@@ -9,7 +9,7 @@
 #include <tcomms/backend.h>
 
 #include "handle.h"
-#include "store.h"
+#include "store/store.h"
 
 /* Store-key prefixes grow by a few characters per split level; keys add a short suffix to a prefix. */
 #define TC_PREFIX_MAX 256

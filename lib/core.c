@@ -8,7 +8,7 @@
 #include "error.h"
 #include "loader.h"
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 
 static tcomms_status_t core_error(tcomms_status_t status, const char *fmt, ...) TC_PRINTF(2, 3);
 static void core_log(tcomms_log_level_t level, const char *who, const char *fmt, ...) TC_PRINTF(3, 4);

@@ -13,7 +13,7 @@
 #include "env.h"
 #include "error.h"
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 
 tcomms_status_t tc_parse_int(const char *text, long min, long max, const char *what, long *out)
 {

@@ -6,9 +6,12 @@ lib_libtccore_la_SOURCES = \
 	lib/avg.c lib/avg.h lib/call_check.c lib/call_check.h lib/coll.c lib/coll_info.c lib/comm.c lib/comm.h \
 	lib/core.c lib/dtype.c lib/dtype.h lib/env.c lib/env.h lib/error.c lib/error.h lib/group.c lib/group.h \
 	lib/handle.c lib/handle.h lib/hints.c lib/hints.h lib/loader.c \
-	lib/loader.h lib/log.c lib/log.h lib/mem.c lib/split.c lib/store.c lib/store.h lib/store_client.c \
-	lib/store_coll.c lib/store_impl.h lib/store_proto.h lib/store_request.c lib/store_server.c \
-	lib/store_server_impl.h lib/store_table.c lib/store_table.h lib/store_user.c lib/work.c lib/work.h
+	lib/loader.h lib/log.c lib/log.h lib/mem.c lib/split.c lib/work.c lib/work.h
+# The rendezvous store: its handle, the TCP client, the user-callback adapter, the server and the exchanges
+# through rank 0.
+lib_libtccore_la_SOURCES += lib/store/store.c lib/store/store.h lib/store/impl.h lib/store/client.c \
+	lib/store/user.c lib/store/proto.h lib/store/server.c lib/store/server.h lib/store/request.c \
+	lib/store/table.c lib/store/table.h lib/store/coll.c
 lib_libtccore_la_SOURCES += lib/split_agree.c lib/split_agree.h lib/topo.c lib/topo.h
 lib_libtccore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 lib_libtccore_la_LIBADD = lib/libtcreduce.la

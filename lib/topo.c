@@ -10,7 +10,7 @@
 #include "comm.h"
 #include "error.h"
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 #include "topo.h"
 
 #define HOST_ID_MAX 256

@@ -8,7 +8,7 @@
 #include <sys/resource.h>
 
 #include "env.h"
-#include "store.h"
+#include "store/store.h"
 #include "check_run.h"
 
 static const char *const all_vars[] = {

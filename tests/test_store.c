@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
-#include "store_proto.h"
+#include "store/store.h"
+#include "store/proto.h"
 #include "check_run.h"
 
 #define ck_ok(expr)                                                                                                   \

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The exchanges through rank 0 (lib/store_coll.c) on a real store server, one thread per rank with its own
+/* The exchanges through rank 0 (lib/store/coll.c) on a real store server, one thread per rank with its own
  * client: every rank gets every rank's value (lengths 0 to a few KiB, compared with what each thread made), a
  * missing rank is named on rank 0 and the others name rank 0, and a malformed table is a protocol error, not a
  * crash. */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "check_run.h"
 
 #define MAX_RANKS 5

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The store server against strangers (lib/store_server.c, lib/store_request.c): connections that never say HELLO,
+/* The store server against strangers (lib/store/server.c, lib/store/request.c): connections that never say HELLO,
  * floods of them, a client storing without bound, wrong tokens by the hundred, and a last destroy that must not wait
  * for any of them. Limits come from the TCOMMS_STORE_* variables, set before each server starts; every check is
  * made from outside (what the sockets see, the process's descriptors, stderr). tests/test_store.c has the protocol. */
@@ -17,7 +17,7 @@
 
 #include "check_run.h"
 #include "mrank.h"
-#include "store.h"
+#include "store/store.h"
 
 #define ck_ok(expr)                                                                                                   \
     do {                                                                                                              \

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "error.h"
-#include "store_impl.h"
+#include "impl.h"
 
 #define FIRST_GET_GUESS 256u /* most rendezvous values (addresses, ids) fit */
 #define GET_ATTEMPTS 8       /* a value may grow between the size probe and the copy; give up after this many */

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The store operations every caller uses: argument checks done once here, then dispatch to the TCP client
- * (store_client.c) or the user-callback adapter (store_user.c) through the handle's table (store_impl.h). */
+ * (client.c) or the user-callback adapter (user.c) through the handle's table (impl.h). */
 #include <stdio.h>
 #include <string.h>
 
 #include "error.h"
-#include "store_impl.h"
+#include "impl.h"
 
 static tcomms_status_t check_store(const tcomms_store_t *s, const char *op)
 {

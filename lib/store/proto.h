@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Wire protocol of the built-in rendezvous store, shared by store_server.c, store_client.c and the tests that forge
+/* Wire protocol of the built-in rendezvous store, shared by server.c, client.c and the tests that forge
  * bad frames. Every message is a 16-byte header followed by `klen` key bytes and then `vlen` value bytes. All
  * integers, in headers and bodies, are little-endian; the fixed header lets the server check every length before
  * it reads (or allocates for) a body. */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The built-in store server: one thread runs a poll() loop over non-blocking sockets and keeps the keys in a
- * store_table.h hash table; store_request.c reads and answers each request. A WAIT parks its connection with a
+ * table.h hash table; request.c reads and answers each request. A WAIT parks its connection with a
  * deadline the loop enforces, so no client ever blocks another. Connections are admitted by their first request
  * (HELLO with the token): until then they have a short deadline and a capped number of places, so strangers
- * cannot take rank 0's descriptors or hold up its last destroy. Protocol: store_proto.h. */
+ * cannot take rank 0's descriptors or hold up its last destroy. Protocol: proto.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -21,7 +21,7 @@
 
 #include "env.h"
 #include "log.h"
-#include "store_server_impl.h"
+#include "server.h"
 
 #define WHO "store"
 #define ACCEPT_PAUSE_MS 100    /* out of descriptors: retry accept later instead of spinning */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The rendezvous store: a key/value service every rank of a job reaches. Two implementations sit behind one
- * handle: a TCP client of the built-in server (store_client.c; rank 0 runs the server, store_server.c, on a
- * thread) and an adapter over user callbacks (store_user.c). The wire protocol is in store_proto.h. */
+ * handle: a TCP client of the built-in server (client.c; rank 0 runs the server, server.c, on a
+ * thread) and an adapter over user callbacks (user.c). The wire protocol is in proto.h. */
 #ifndef TC_STORE_H
 #define TC_STORE_H
 
@@ -54,7 +54,7 @@ tcomms_status_t tc_store_add(tcomms_store_t *s, const char *key, int64_t delta, 
 tcomms_status_t tc_store_del(tcomms_store_t *s, const char *key);
 /* Delete every key starting with `prefix` (a user store without this ability: TCOMMS_ERR_NOT_SUPPORTED). */
 tcomms_status_t tc_store_del_prefix(tcomms_store_t *s, const char *prefix);
-/* Through rank 0 (store_coll.c). gather0: every other rank sets "<prefix><rank>" to its `len` bytes; rank 0 gets
+/* Through rank 0 (coll.c). gather0: every other rank sets "<prefix><rank>" to its `len` bytes; rank 0 gets
  * them all, vals[r] and lens[r] for r < size (malloc'ed, vals[0] a copy of its own; free them with
  * tc_store_free_values). A rank that does not arrive within timeout_ms: the store's status, *missing = that rank.
  * bcast0: rank 0 sets "<prefix>all" to *val; every other rank waits for it, *val a malloc'ed copy. */

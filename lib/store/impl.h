@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The store handle behind the opaque tcomms_store_t: a table of operations that store_client.c (TCP) and
- * store_user.c (user callbacks) each fill, and that store.c dispatches through after validating arguments once. */
+/* The store handle behind the opaque tcomms_store_t: a table of operations that client.c (TCP) and
+ * user.c (user callbacks) each fill, and that store.c dispatches through after validating arguments once. */
 #ifndef TC_STORE_IMPL_H
 #define TC_STORE_IMPL_H
 

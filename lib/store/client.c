@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The TCP store client behind tc_store_connect: one connection per handle, one request/reply in flight at a time
  * under a mutex, every socket wait bounded by a deadline. A connection that fails mid-exchange is closed for good
- * (its byte stream can no longer be trusted) and later calls report it lost. Protocol: store_proto.h. */
+ * (its byte stream can no longer be trusted) and later calls report it lost. Protocol: proto.h. */
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "store_impl.h"
-#include "store_proto.h"
+#include "impl.h"
+#include "proto.h"
 
 #define WHO "store"
 #define REPLY_MARGIN_MS 2000u   /* beyond a WAIT's own timeout, for the server's reply to arrive */

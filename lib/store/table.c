@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The store server's key table (store_table.h): FNV-1a hashing into chained buckets, doubled once the table holds
+/* The store server's key table (table.h): FNV-1a hashing into chained buckets, doubled once the table holds
  * as many keys as buckets, so lookups stay short without any tuning. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_table.h"
+#include "table.h"
 
 #define FIRST_BUCKETS 64
 

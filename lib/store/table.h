@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The key table of the store server (store_server.c): byte-string keys to byte-string values in a chained hash
+/* The key table of the store server (server.c): byte-string keys to byte-string values in a chained hash
  * table that doubles its bucket count as it fills. Not thread-safe: the server thread alone owns it. */
 #ifndef TC_STORE_TABLE_H
 #define TC_STORE_TABLE_H

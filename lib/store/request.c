@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The store server's requests (store_server.c runs the loop that calls in here): reading them off a non-blocking
+/* The store server's requests (server.c runs the loop that calls in here): reading them off a non-blocking
  * socket with every length checked, and the server's byte budget, before a byte of body is buffered, answering
- * them from the store_table.h table, and parking WAITs with a deadline the loop enforces. Protocol: store_proto.h. */
+ * them from the table.h table, and parking WAITs with a deadline the loop enforces. Protocol: proto.h. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 
 #include "log.h"
-#include "store_server_impl.h"
+#include "server.h"
 
 #define WHO "store"
 #define FIRST_BODY_CHUNK (64u << 10) /* bodies grow as bytes arrive, never straight to the declared length */

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The store server's state, private to its two halves: store_server.c runs the poll loop, admits and drops
- * connections and starts and stops the thread; store_request.c reads each request, checks it and answers it.
+/* The store server's state, private to its two halves: server.c runs the poll loop, admits and drops
+ * connections and starts and stops the thread; request.c reads each request, checks it and answers it.
  * Everything here is touched by the server thread alone (linger_until_ms excepted). */
-#ifndef TC_STORE_SERVER_IMPL_H
-#define TC_STORE_SERVER_IMPL_H
+#ifndef TC_STORE_SERVER_H
+#define TC_STORE_SERVER_H
 
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "error.h"
-#include "store_proto.h"
-#include "store_table.h"
+#include "proto.h"
+#include "table.h"
 
 typedef struct conn {
     int fd;
@@ -54,7 +54,7 @@ struct tc_store_server {
     char drops_last[200];
 };
 
-/* store_request.c */
+/* request.c */
 /* Read and answer what the socket holds (up to a few requests): never blocks. */
 void tc_store_srv_read(tc_store_server_t *srv, conn_t *c);
 /* Send what is left of the reply in flight. */
@@ -64,7 +64,7 @@ void tc_store_srv_wait_expired(tc_store_server_t *srv, conn_t *c);
 /* Free the connection's buffers and return its reservation; the caller closes the socket. */
 void tc_store_srv_release(tc_store_server_t *srv, conn_t *c);
 
-/* store_server.c */
+/* server.c */
 /* Log that a client was dropped or refused: the first lines as they come, then one summary line per interval. */
 void tc_store_srv_dropped(tc_store_server_t *srv, const char *fmt, ...) TC_PRINTF(2, 3);
 
