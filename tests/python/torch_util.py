@@ -27,6 +27,9 @@ HAS_RS_TENSOR = hasattr(dist, "reduce_scatter_tensor")
 HAS_PREMUL = hasattr(dist, "_make_nccl_premul_sum")
 
 
+_JOIN = datetime.timedelta(seconds=120)  # how long a rank waits for the others to join
+
+
 def init(backend="tcomms", **kw):
     """init_process_group for this rank: env:// where torchrun's variables are set (tcomms-run sets them), else
     tcp:// on tcomms-run's TCOMMS_MASTER_PORT (the tcomms backend rendezvouses through torch's store, so that port is
@@ -34,7 +37,14 @@ def init(backend="tcomms", **kw):
     if "tcomms" in str(backend):
         import tcomms.torch  # noqa: F401 - registers the backend
     kw.setdefault("timeout", datetime.timedelta(seconds=120))
-    if os.environ.get("MASTER_PORT"):
+    if kw["timeout"] < _JOIN:
+        # A short group timeout must not bound the rendezvous too: on a loaded machine rank 0's server may start
+        # seconds after the others try to reach it. Join through a store of our own, with the long timeout.
+        host = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        port = int(os.environ.get("MASTER_PORT") or os.environ["TCOMMS_MASTER_PORT"])
+        store = dist.TCPStore(host, port, SIZE, RANK == 0, _JOIN)
+        dist.init_process_group(backend, store=store, rank=RANK, world_size=SIZE, **kw)
+    elif os.environ.get("MASTER_PORT"):
         dist.init_process_group(backend, init_method="env://", **kw)
     else:
         dist.init_process_group(backend, init_method="tcp://127.0.0.1:%s" % os.environ["TCOMMS_MASTER_PORT"],
