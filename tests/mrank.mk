@@ -6,9 +6,10 @@
 # transports (test_ucx_config), ranks disagreeing about a call (test_mismatch), the TCOMMS_CHECK_CALLS check
 # (test_call_check), sends that must complete while their receiver is away from tcomms (test_away), released
 # handles used again (test_handles), exact integer AVG (test_avg), node-local ranks from the rendezvous
-# (test_topo). They share the fork harness and reference in tests/libmrank.la, and use only the public API except
-# where noted.
-# make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
+# (test_topo), every UCX algorithm forced by TCOMMS_UCX_<COLL>_ALGO (test_ucx_algo). They share the fork harness
+# and reference in tests/libmrank.la, and use only the public API except where noted.
+# make check runs test_coll on 1-4 ranks and test_ucx_algo on 2-4; `make check-long` runs test_coll on 1-8 and
+# test_ucx_algo on 5-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
 mrank_cppflags = $(AM_CPPFLAGS)
 mrank_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -22,7 +23,7 @@ tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
 	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
-	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo
+	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo tests/test_ucx_algo
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -74,6 +75,11 @@ tests_test_ucx_config_CPPFLAGS = $(mrank_cppflags)
 tests_test_ucx_config_CFLAGS = $(mrank_cflags)
 tests_test_ucx_config_LDADD = $(mrank_ldadd)
 
+tests_test_ucx_algo_SOURCES = tests/test_ucx_algo.c
+tests_test_ucx_algo_CPPFLAGS = $(mrank_cppflags)
+tests_test_ucx_algo_CFLAGS = $(mrank_cflags)
+tests_test_ucx_algo_LDADD = $(mrank_ldadd)
+
 tests_test_mismatch_SOURCES = tests/test_mismatch.c
 tests_test_mismatch_CPPFLAGS = $(mrank_cppflags)
 tests_test_mismatch_CFLAGS = $(mrank_cflags)
@@ -106,8 +112,10 @@ tests_test_avg_CPPFLAGS = $(mrank_cppflags)
 tests_test_avg_CFLAGS = $(mrank_cflags)
 tests_test_avg_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
 
-# The same table on 1 to 8 ranks, every CPU backend; not part of make check (minutes on 2 cores).
-check-long: all tests/test_coll
+# The same table on 1 to 8 ranks, every CPU backend, and the UCX algorithms forced on 5 to 8 ranks; not part of
+# make check (minutes on 2 cores).
+check-long: all tests/test_coll tests/test_ucx_algo
 	@$(AM_TESTS_ENVIRONMENT) TCOMMS_TEST_MAX_RANKS=8 $(abs_top_builddir)/tests/test_coll
+	@$(AM_TESTS_ENVIRONMENT) TCOMMS_TEST_RANKS='5 6 7 8' $(abs_top_builddir)/tests/test_ucx_algo
 .PHONY: check-long
 endif

@@ -81,6 +81,23 @@ static const tcu_choice_t choices[TCOMMS_COLL_TYPE_COUNT] = {
                              RULES(ANY(tcu_barrier_dissemination))},
 };
 
+/* One debug line naming what the variables forced, so that a run (and tests/test_ucx_algo) can tell a forced
+ * algorithm from a misspelt variable, which is silently "auto". */
+static void log_forced(const tcu_comm_t *c)
+{
+    char line[512] = "";
+    size_t at = 0;
+    for (int type = 0; type < TCU_COLL_TYPES && at < sizeof(line); type++) {
+        if (c->forced[type] == NULL)
+            continue;
+        int n = snprintf(line + at, sizeof(line) - at, " %s=%s", tcu_coll_name((tcomms_coll_type_t)type),
+                         c->forced[type]->name);
+        at += n > 0 ? (size_t)n : 0;
+    }
+    if (at > 0)
+        c->core->log(TCOMMS_LOG_DEBUG, "ucx", "'%s': forced algorithms:%s", c->name, line);
+}
+
 tcomms_status_t tcu_select_init(tcu_comm_t *c)
 {
     for (int type = 0; type < TCU_COLL_TYPES; type++) {
@@ -103,6 +120,7 @@ tcomms_status_t tcu_select_init(tcu_comm_t *c)
         return c->core->error(TCOMMS_ERR_BAD_ENV, "%s='%s': unknown algorithm for %s (known: %sauto)", ch->env, v,
                               tcu_coll_name((tcomms_coll_type_t)type), known);
     }
+    log_forced(c);
     return TCOMMS_SUCCESS;
 }
 
