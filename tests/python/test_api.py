@@ -454,17 +454,22 @@ def send_recv():
         comm.recv(recv, prev)
     del junk
     expect("group exchange of a temporary", "float64", recv, np.full(1 << 20, prev + 1.0))
-    # A wait that times out leaves the operation running: rank 1 sends a second after the group above (a barrier
-    # would not do: gloo runs a communicator's operations in posting order).
+    # A wait that times out leaves the operation running: rank 1 sends only once rank 0's wait has timed out, told
+    # so on a communicator of their own (gloo runs a communicator's operations in posting order, so the word cannot
+    # travel on `comm` behind the pending receive), which no load on the machine can reorder.
+    side = comm.split([0, 1], name="side")
     if RANK == 0:
         buf = np.zeros(3)
         w = comm.recv(buf, 1, async_op=True)
         raises(tcomms.Timeout, lambda: w.wait(timeout=0.1))
         assert w.test() is False and not w.is_completed()
+        side.send(np.ones(1), 1)
         assert w.wait() is True and list(buf) == [1.0, 2.0, 3.0], buf
     elif RANK == 1:
-        time.sleep(1.0)
+        side.recv(np.zeros(1), 0)
         comm.send(np.array([1.0, 2.0, 3.0]), 0)
+    if side is not None:
+        side.destroy()
 
 
 # ---- communicators ------------------------------------------------------------------------------------------------
