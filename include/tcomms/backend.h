@@ -1,21 +1,48 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The contract between the tcomms core and a backend module (tcomms_<name>.so in $(pkglibdir) or
  * TCOMMS_BACKEND_PATH). A module exports one symbol, `tcomms_backend_module`, a tcomms_backend_t. The core checks
- * abi_version before reading anything else, calls query() once, and validates every argument before calling an
+ * its `abi` header before reading anything else, calls query() once, and validates every argument before calling an
  * operation, so backends trust what they are given. Backends reach shared services (logging, errors, dtype table,
  * reductions, the rendezvous store) through the tcomms_core_t they receive, never by linking libtcomms. */
 #ifndef TCOMMS_BACKEND_H
 #define TCOMMS_BACKEND_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <tcomms/tcomms.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
-#define TCOMMS_BACKEND_ABI_VERSION 6u
+/* The ABI is versioned by parts, as UCX's field_mask and NCCL's versioned plugin tables are, so that adding an
+ * entry does not break every module built before it:
+ * - MINOR grows when fields are appended to tcomms_backend_t or tcomms_core_t (never inserted, removed or
+ *   retyped). A module built for an older minor still loads: the core reads only the bytes its table declares
+ *   (abi.size) and treats every later field as 0/NULL, the "not offered" of an optional entry.
+ * - MAJOR grows on any other change, including to the argument structs below, which the core fills and a module
+ *   reads whole. A module of another major, or of a newer minor than the core's, is refused with TCOMMS_ERR_ABI.
+ * Major 7 follows the single version number 6 that came before, in the same first 4 bytes, so a core of either
+ * scheme refuses a module of the other by its first field alone. Minor history: 7.0, the entries of ABI 6;
+ * 7.1, tcomms_backend_t.priority. */
+#define TCOMMS_BACKEND_ABI_MAJOR 7u
+#define TCOMMS_BACKEND_ABI_MINOR 1u
+
+/* The first member of tcomms_backend_t and tcomms_core_t: which ABI the table was built against, and its size
+ * then. */
+typedef struct tcomms_abi {
+    uint32_t major;
+    uint32_t minor;
+    uint32_t size; /* sizeof the table as its builder saw it: fields at or past this offset do not exist */
+} tcomms_abi_t;
+
+/* The `abi` header of a table of `type` built against this header: `.abi = TCOMMS_ABI_INIT(tcomms_backend_t)`. */
+#define TCOMMS_ABI_INIT(type) {TCOMMS_BACKEND_ABI_MAJOR, TCOMMS_BACKEND_ABI_MINOR, (uint32_t)sizeof(type)}
+
+/* Whether `field` of the table `*ptr` (of `type`) lies within the size its builder declared; a module may use it
+ * on the tcomms_core_t it receives, e.g. TCOMMS_ABI_HAS(core, tcomms_core_t, op_name). */
+#define TCOMMS_ABI_HAS(ptr, type, field) \
+    (offsetof(type, field) + sizeof(((type *)0)->field) <= (size_t)(ptr)->abi.size)
 
 #define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
 
@@ -34,9 +61,10 @@ typedef void (*tcomms_reduce_fn_t)(void *c, const void *a, const void *b, size_t
 
 typedef struct tcomms_store tcomms_store_t;
 
-/* Services the core lends to backends. */
+/* Services the core lends to backends. Every entry is set; `abi` says which minor the core implements, and a
+ * module never gets an older one than it was built for (the loader refuses such a module). */
 typedef struct tcomms_core {
-    uint32_t abi_version;
+    tcomms_abi_t abi;          /* TCOMMS_ABI_INIT(tcomms_core_t) */
     /* Log to stderr when `level` <= TCOMMS_LOG_LEVEL (or TCOMMS_<BACKEND>_LOG_LEVEL). */
     void (*log)(tcomms_log_level_t level, const char *who, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -68,13 +96,13 @@ typedef struct tcomms_core {
      * know at creation. */
     size_t (*hints_count)(const tcomms_hints_t *hints);
     tcomms_status_t (*hints_entry)(const tcomms_hints_t *hints, size_t i, const char **key, const char **value);
-    /* (ABI 4) Every rank's `len` bytes on every one of `size` ranks, through rank 0, under keys starting with
+    /* (ABI 4; 7.0) Every rank's `len` bytes on every one of `size` ranks, through rank 0, under keys starting with
      * `prefix`: about 3N store requests instead of the N^2 of every rank reading every key. vals[r] and lens[r]
      * for r < size, each malloc'ed (the caller frees them). On failure, *missing is the rank waited for (rank 0
      * waits for each rank, the others for rank 0), -1 for none. */
     tcomms_status_t (*store_allgather)(tcomms_store_t *s, const char *prefix, int rank, int size, const void *mine,
                                        size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing);
-    /* (ABI 5) The names tcomms_dtype_name and tcomms_op_name give, for messages. */
+    /* (ABI 5; 7.0) The names tcomms_dtype_name and tcomms_op_name give, for messages. */
     const char *(*dtype_name)(tcomms_dtype_t dtype);
     const char *(*op_name)(tcomms_op_t op);
 } tcomms_core_t;
@@ -150,18 +178,28 @@ typedef struct tcomms_coll_args {
  * group), so a device backend may order the operation on the caller's stream directly. */
 #define TCOMMS_COLL_FLAG_BLOCKING (1u << 0)
 
+/* Fill it with designated initialisers, `.abi = TCOMMS_ABI_INIT(tcomms_backend_t), .name = ...`, never by
+ * position: entries may be appended in any minor, and an entry left out is NULL (optional) or refused at load
+ * (required). A C++ module defines the table in a small C file (backends/gloo/table.c) until C++20 can. */
 typedef struct tcomms_backend {
-    uint32_t abi_version;      /* TCOMMS_BACKEND_ABI_VERSION: checked before any other field is read */
-    const char *name;
+    tcomms_abi_t abi;          /* TCOMMS_ABI_INIT(tcomms_backend_t): checked before any other field is read */
+    /* ---- 7.0: name, device_types, comm_create, comm_destroy, post and work_* are required (a module lacking
+     * one is refused at load); the others may be NULL ---- */
+    const char *name;          /* for messages; normally that of its file, tcomms_<name>.so, which is what a
+                                  selection names and what hints "<name>.<key>" are accepted for (the core checks
+                                  only that such a module exists; the module checks its own keys) */
     const char *description;
-    uint32_t device_types;     /* bit (1u << tcomms_device_type_t) for each type served */
+    uint32_t device_types;     /* bit (1u << tcomms_device_type_t) for each type served; not 0 */
     const char *const *hints;  /* NULL-terminated list of hint keys this backend honours, for tcomms-info */
-    /* Can this backend run here? Write a reason into `reason` and return non-SUCCESS to decline. */
+    /* Can this backend run here? Write a reason into `reason` and return non-SUCCESS to decline. Optional: NULL
+     * accepts. Called only for a module that is selected or is the next default candidate, never merely to read
+     * its table, so a GPU module does not initialise its driver in a CPU-only program. */
     tcomms_status_t (*query)(const tcomms_core_t *core, char *reason, size_t len);
     /* Collective over the members: create, then run a barrier so the communicator is ready on return. */
     tcomms_status_t (*comm_create)(const tcomms_backend_comm_args_t *args, void **bcomm);
     tcomms_status_t (*comm_destroy)(void *bcomm);
-    /* The applied value of a canonical hint key, or TCOMMS_ERR_NOT_SUPPORTED for "not applicable". */
+    /* The applied value of a canonical hint key, or TCOMMS_ERR_NOT_SUPPORTED for "not applicable". Optional:
+     * NULL reads "not applicable" for every key. */
     tcomms_status_t (*comm_hint)(void *bcomm, const char *key, char *buf, size_t len);
     /* Start an operation; *bwork is its handle. `args` and the arrays it points to belong to the caller and may be
      * freed as soon as post() returns: copy what the operation needs later. */
@@ -188,6 +226,13 @@ typedef struct tcomms_backend {
      * registration, and NOT_SUPPORTED for TCOMMS_MEM_REG_WINDOW. */
     tcomms_status_t (*mem_register)(void *bcomm, void *buf, size_t bytes, unsigned flags, void **handle);
     tcomms_status_t (*mem_deregister)(void *bcomm, void *handle);
+
+    /* ---- 7.1 ---- */
+    /* Rank among the modules serving a device type when no selection names one (Open MPI's comm_query
+     * priority, UCC's score): the greatest wins, ties go to the name first in strcmp order, and a module that
+     * declines makes way for the next. A 7.0 module has 0. The modules of this tree use 10 (gloo), 20 (ucx),
+     * 20 (nccl); docs/backends.md says why. */
+    int32_t priority;
 } tcomms_backend_t;
 
 #ifdef __cplusplus
