@@ -141,7 +141,8 @@ static tcomms_status_t open_store(tcomms_comm_t *comm, const tcomms_comm_params_
     return connect_store(comm, port, id, ref);
 }
 
-/* Which backend serves each device type: the selection names it, or the default for the bound device. */
+/* Which backend serves each device type: the selection names it, or, for the bound device, the module that ranks
+ * first by the priorities the modules declare (lib/loader.c). */
 static tcomms_status_t select_backends(tcomms_comm_t *comm, const char *spec)
 {
     tc_selection_t sel;
@@ -162,18 +163,7 @@ static tcomms_status_t select_backends(tcomms_comm_t *comm, const char *spec)
         return tc_error(TCOMMS_ERR_NO_BACKEND_FOR_DEVICE,
                             "backend selection '%s' names no backend for the bound device '%s'", spec,
                             tcomms_device_type_name(comm->device.type));
-    static const char *const cpu_defaults[] = {"ucx", "gloo", NULL}, *const cuda_defaults[] = {"nccl", NULL};
-    const char *const *candidates = bound == TCOMMS_DEVICE_CPU ? cpu_defaults : cuda_defaults;
-    char reasons[1024] = "";
-    for (int i = 0; candidates[i] != NULL; i++) {
-        if (tc_backend_load(candidates[i], &comm->slot[bound].be) == TCOMMS_SUCCESS)
-            return TCOMMS_SUCCESS;
-        tc_log(TCOMMS_LOG_INFO, "loader", "default backend skipped: %s", tcomms_last_error());
-        size_t n = strlen(reasons);
-        snprintf(reasons + n, sizeof(reasons) - n, "%s%s", n ? "; " : "", tcomms_last_error());
-    }
-    return tc_error(TCOMMS_ERR_BACKEND_UNAVAILABLE, "no backend available for device '%s': %s",
-                    tcomms_device_type_name(comm->device.type), reasons);
+    return tc_backend_default(comm->device.type, &comm->slot[bound].be);
 }
 
 /* No lazy creation, ever: a device backend the communicator is not bound to stays loaded but uncreated, so every
@@ -358,7 +348,7 @@ static tcomms_status_t check_params(const tcomms_comm_params_t *p, const char *n
     if ((p->field_mask & TCOMMS_COMM_PARAM_BACKEND) && (p->backend == NULL || *p->backend == '\0'))
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: params.backend is %s with TCOMMS_COMM_PARAM_BACKEND set: name a "
                         "backend (\"gloo\", \"cpu:gloo,cuda:nccl\"), or clear that bit for the default "
-                        "(TCOMMS_BACKEND, else the first that loads)", who, p->backend ? "empty" : "NULL");
+                        "(TCOMMS_BACKEND, else the default by module priority)", who, p->backend ? "empty" : "NULL");
     if ((p->field_mask & TCOMMS_COMM_PARAM_STORE) && p->store_ops == NULL)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: params.store_ops is NULL", who);
     return TCOMMS_SUCCESS;
@@ -555,14 +545,15 @@ tcomms_status_t tcomms_comm_hint(const tcomms_comm_t *comm, tcomms_device_type_t
     CHECK_QUERY(comm, buf);
     if (key == NULL || len == 0)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_hint: %s", key ? "len is 0" : "key is NULL");
-    const char *canonical = tc_hint_canonical(key);
-    if (canonical == NULL && strchr(key, '.') == NULL)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_hint: unknown hint '%s'", key);
+    /* The keys tcomms_hints_set accepts, no more: a module's own key needs that module in the search path. */
+    const char *canonical = NULL;
+    if (tc_hint_check_key(key, &canonical) != TCOMMS_SUCCESS)
+        return tc_error_prefix(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_hint: ");
     const tc_slot_t *slot = NULL;
     tcomms_status_t st = tc_comm_slot(comm, type, __func__, &slot);
     if (st != TCOMMS_SUCCESS)
         return st;
-    st = slot->be->comm_hint ? slot->be->comm_hint(slot->bcomm, canonical ? canonical : key, buf, len)
+    st = slot->be->comm_hint ? slot->be->comm_hint(slot->bcomm, canonical, buf, len)
                              : TCOMMS_ERR_NOT_SUPPORTED;
     if (st == TCOMMS_ERR_NOT_SUPPORTED) {
         snprintf(buf, len, "not applicable");

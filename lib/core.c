@@ -47,7 +47,7 @@ static size_t core_hints_count(const tcomms_hints_t *hints)
 }
 
 const tcomms_core_t tc_core = {
-    .abi_version = TCOMMS_BACKEND_ABI_VERSION,
+    .abi = TCOMMS_ABI_INIT(tcomms_core_t),
     .log = core_log,
     .error = core_error,
     .dtype_size = tcomms_dtype_size,
@@ -64,4 +64,5 @@ const tcomms_core_t tc_core = {
     .store_allgather = tc_store_allgather,
     .dtype_name = tcomms_dtype_name,
     .op_name = tcomms_op_name,
+    .coll_info = tcomms_coll_info,
 };

@@ -27,7 +27,7 @@ const char *tcomms_strerror(tcomms_status_t status)
     case TCOMMS_ERR_REMOTE: return "TCOMMS_ERR_REMOTE: a peer failed or closed its connection";
     case TCOMMS_ERR_ABORTED: return "TCOMMS_ERR_ABORTED: communicator is in an error state";
     case TCOMMS_ERR_PROTOCOL: return "TCOMMS_ERR_PROTOCOL: malformed or refused message";
-    case TCOMMS_ERR_ABI: return "TCOMMS_ERR_ABI: backend module built for another ABI version";
+    case TCOMMS_ERR_ABI: return "TCOMMS_ERR_ABI: backend module built for an incompatible backend ABI";
     case TCOMMS_ERR_NOT_FOUND: return "TCOMMS_ERR_NOT_FOUND: not found";
     case TCOMMS_ERR_INTERNAL: return "TCOMMS_ERR_INTERNAL: internal error";
     case TCOMMS_ERR_NOT_BOUND:

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Hints (CommOptions): a small ordered key/value set. Every key and value is validated here, once, so backends
  * only ever see canonical keys with well-formed values. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "error.h"
 #include "handle.h"
 #include "hints.h"
+#include "loader.h"
 
 typedef enum { HINT_BOOL, HINT_INT } hint_kind_t;
 
@@ -28,8 +30,6 @@ static const struct hint_def {
 
 const char *const tc_hint_keys[] = {"high_priority_stream", "cga_cluster_size", "min_ctas", "max_ctas", "blocking",
                                     "split_share", NULL};
-
-static const char *const namespaces[] = {"nccl.", "gloo.", "ucx."};
 
 #define TC_HINT_MAX_LEN 256
 
@@ -97,14 +97,37 @@ static const struct hint_def *find_def(const char *key)
     return NULL;
 }
 
-static int is_namespaced(const char *key)
+/* A key "<module>.<rest>" is a module's own: the core checks only that a module of that name exists in the search
+ * path (the file, not opened: setting a hint must not load a GPU library), and the module checks the rest when a
+ * communicator is created. Which modules exist is the loader's knowledge; no module is named here. */
+static tcomms_status_t check_namespaced(const char *key)
 {
-    for (size_t i = 0; i < sizeof(namespaces) / sizeof(namespaces[0]); i++) {
-        size_t n = strlen(namespaces[i]);
-        if (strncmp(key, namespaces[i], n) == 0 && key[n] != '\0')
-            return 1;
+    const char *dot = strchr(key, '.');
+    char ns[64];
+    if (dot != NULL && dot[1] != '\0' && (size_t)(dot - key) < sizeof(ns)) {
+        snprintf(ns, sizeof(ns), "%.*s", (int)(dot - key), key);
+        if (tc_backend_exists(ns))
+            return TCOMMS_SUCCESS;
     }
-    return 0;
+    char names[256];
+    tc_backend_names(names, sizeof(names));
+    if (dot == NULL || dot[1] == '\0' || dot == key)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "unknown hint '%s' (known: high_priority_stream, cga_cluster_size, "
+                        "min_ctas, max_ctas, blocking, split_share, or '<module>.<key>' for a module in the search "
+                        "path: %s)", key, names[0] ? names : "none found");
+    return tc_error(TCOMMS_ERR_INVALID_ARG, "hint '%s': no backend module '%.*s' in the search path (modules: %s), so "
+                    "nothing would read it", key, (int)(dot - key), key, names[0] ? names : "none found");
+}
+
+tcomms_status_t tc_hint_check_key(const char *key, const char **canonical)
+{
+    const struct hint_def *def = find_def(key);
+    if (def != NULL) {
+        *canonical = def->key;
+        return TCOMMS_SUCCESS;
+    }
+    *canonical = key; /* the module validates its own keys */
+    return check_namespaced(key);
 }
 
 const char *tc_hint_canonical(const char *key)
@@ -151,17 +174,10 @@ static tcomms_status_t check_pair(const char *key, const char *value, const char
     if (strlen(key) >= TC_HINT_MAX_LEN || strlen(value) >= TC_HINT_MAX_LEN)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "hint '%.32s...': key or value longer than %d characters", key,
                         TC_HINT_MAX_LEN - 1);
+    tcomms_status_t st = tc_hint_check_key(key, canonical);
     const struct hint_def *def = find_def(key);
-    if (def == NULL) {
-        if (!is_namespaced(key))
-            return tc_error(TCOMMS_ERR_INVALID_ARG,
-                            "unknown hint '%s' (known: high_priority_stream, cga_cluster_size, min_ctas, max_ctas, "
-                            "blocking, split_share, or a backend key nccl.*, gloo.*, ucx.*)",
-                            key);
-        *canonical = key; /* the backend validates its own keys */
-        return TCOMMS_SUCCESS;
-    }
-    *canonical = def->key;
+    if (st != TCOMMS_SUCCESS || def == NULL)
+        return st;
     if (def->kind == HINT_BOOL) {
         int b;
         if (tc_parse_bool(value, key, &b) != TCOMMS_SUCCESS)

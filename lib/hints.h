@@ -7,6 +7,10 @@
 
 /* The canonical snake_case key for any accepted spelling, or NULL if `key` is not a known un-namespaced key. */
 const char *tc_hint_canonical(const char *key);
+/* Whether `key` is a hint the core accepts: a known key in any spelling (*canonical: its canonical spelling), or
+ * "<module>.<key>" for a module tcomms_<module>.so in the search path (*canonical: `key`). Otherwise
+ * TCOMMS_ERR_INVALID_ARG naming the key and the modules found. Values are not looked at. */
+tcomms_status_t tc_hint_check_key(const char *key, const char **canonical);
 /* Copy `src` entries over `dst` (later wins). */
 tcomms_status_t tc_hints_merge(tcomms_hints_t *dst, const tcomms_hints_t *src);
 /* Cross-key checks (min_ctas <= max_ctas). */

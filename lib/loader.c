@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Backend modules: search TCOMMS_BACKEND_PATH, the build tree (only when this code runs from it) and the install
- * dir for tcomms_<name>.so, dlopen it, check its ABI version before trusting anything else in it, and ask it whether
- * it can run here. Loaded modules stay loaded. */
+ * dir for tcomms_<name>.so, dlopen it, check its ABI header before trusting anything else in it, and ask it whether
+ * it can run here; and the default among them, by the priorities they declare: the core names no module. Loaded
+ * modules stay loaded. */
 #include "config.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +30,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct loaded {
     char path[4096];
     void *handle;
-    const tcomms_backend_t *backend; /* NULL when the ABI check failed */
+    tcomms_status_t status; /* of check_table(): the table is valid only on TCOMMS_SUCCESS */
+    tcomms_backend_t table; /* the module's table as this core reads it: the bytes it declares, then zeros */
     char reason[512];
 } loaded[MAX_MODULES];
 static size_t n_loaded;
@@ -125,79 +128,123 @@ static int valid_name(const char *name)
     return 1;
 }
 
-/* dlopen `path` once; on failure *reason says why. Called with `lock` held. */
-static const tcomms_backend_t *open_module(const char *path, char *reason, size_t len)
+/* The module's table as this core reads it, or why it cannot: `sym` is what dlsym found. Only the header is read
+ * before the major is known to match (a module of major 6 has a pointer where the minor now is), and no byte past
+ * the size the module declares is read at all: later fields stay 0, the "not offered" of an optional entry. */
+static tcomms_status_t check_table(const char *path, const void *sym, tcomms_backend_t *table, char *reason,
+                                   size_t len)
 {
+    if (sym == NULL) {
+        snprintf(reason, len, "%.300s does not export %s", path, TCOMMS_BACKEND_SYMBOL);
+        return TCOMMS_ERR_BACKEND_UNAVAILABLE;
+    }
+    tcomms_abi_t abi;
+    memcpy(&abi, sym, sizeof(abi));
+    if (abi.major != TCOMMS_BACKEND_ABI_MAJOR) {
+        snprintf(reason, len, "%.300s was built for backend ABI major %u, this libtcomms implements ABI %u.%u "
+                 "(major %u): rebuild the module against this tcomms", path, abi.major, TCOMMS_BACKEND_ABI_MAJOR,
+                 TCOMMS_BACKEND_ABI_MINOR, TCOMMS_BACKEND_ABI_MAJOR);
+        return TCOMMS_ERR_ABI;
+    }
+    if (abi.minor > TCOMMS_BACKEND_ABI_MINOR) {
+        snprintf(reason, len, "%.300s was built for backend ABI %u.%u, newer than this libtcomms's ABI %u.%u: it may "
+                 "use entries this core lacks (use the libtcomms it was built with)", path, abi.major, abi.minor,
+                 TCOMMS_BACKEND_ABI_MAJOR, TCOMMS_BACKEND_ABI_MINOR);
+        return TCOMMS_ERR_ABI;
+    }
+    /* Every minor of this major has at least the entries of x.0, the last required one being work_free. */
+    size_t least = offsetof(tcomms_backend_t, work_free) + sizeof(table->work_free);
+    if (abi.size < least) {
+        snprintf(reason, len, "%.300s declares a %u-byte backend table (ABI %u.%u), less than the %zu bytes every "
+                 "module of major %u has", path, abi.size, abi.major, abi.minor, least, TCOMMS_BACKEND_ABI_MAJOR);
+        return TCOMMS_ERR_ABI;
+    }
+    memset(table, 0, sizeof(*table));
+    memcpy(table, sym, abi.size < sizeof(*table) ? abi.size : sizeof(*table));
+    const char *missing = table->name == NULL           ? "name"
+                          : table->device_types == 0    ? "device_types"
+                          : table->comm_create == NULL  ? "comm_create"
+                          : table->comm_destroy == NULL ? "comm_destroy"
+                          : table->post == NULL         ? "post"
+                          : table->work_test == NULL    ? "work_test"
+                          : table->work_wait == NULL    ? "work_wait"
+                          : table->work_free == NULL    ? "work_free"
+                                                        : NULL;
+    if (missing != NULL) {
+        snprintf(reason, len, "%.300s lacks the required entry '%s' of its backend table (ABI %u.%u)", path, missing,
+                 abi.major, abi.minor);
+        return TCOMMS_ERR_ABI;
+    }
+    reason[0] = '\0';
+    return TCOMMS_SUCCESS;
+}
+
+/* dlopen `path` once and check its table; *out is the checked copy, NULL on failure with *reason saying why (and
+ * the status telling an ABI mismatch from a module that cannot load). Called with `lock` held. */
+static tcomms_status_t open_module(const char *path, const tcomms_backend_t **out, char *reason, size_t len)
+{
+    *out = NULL;
     for (size_t i = 0; i < n_loaded; i++)
         if (strcmp(loaded[i].path, path) == 0) {
             snprintf(reason, len, "%s", loaded[i].reason);
-            return loaded[i].backend;
+            if (loaded[i].status == TCOMMS_SUCCESS)
+                *out = &loaded[i].table;
+            return loaded[i].status;
         }
+    if (n_loaded == MAX_MODULES) {
+        snprintf(reason, len, "%.300s not opened: this process already opened %d modules", path, MAX_MODULES);
+        return TCOMMS_ERR_BACKEND_UNAVAILABLE;
+    }
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         const char *err = dlerror();
         snprintf(reason, len, "dlopen failed: %s", err ? err : "unknown error");
-        return NULL; /* not cached: a missing library may be installed later */
+        return TCOMMS_ERR_BACKEND_UNAVAILABLE; /* not cached: a missing library may be installed later */
     }
-    const tcomms_backend_t *be = dlsym(handle, TCOMMS_BACKEND_SYMBOL);
-    if (be == NULL)
-        snprintf(reason, len, "%.300s does not export %s", path, TCOMMS_BACKEND_SYMBOL);
-    else if (be->abi_version != TCOMMS_BACKEND_ABI_VERSION) {
-        snprintf(reason, len, "%.300s has backend ABI version %u, this libtcomms needs %u (rebuild the module)", path,
-                 be->abi_version, TCOMMS_BACKEND_ABI_VERSION);
-        be = NULL;
-    } else
-        reason[0] = '\0';
-    if (n_loaded < MAX_MODULES) {
-        struct loaded *l = &loaded[n_loaded++];
-        snprintf(l->path, sizeof(l->path), "%s", path);
-        snprintf(l->reason, sizeof(l->reason), "%s", reason);
-        l->handle = handle;
-        l->backend = be;
-    }
-    return be;
+    struct loaded *l = &loaded[n_loaded++];
+    snprintf(l->path, sizeof(l->path), "%s", path);
+    l->handle = handle;
+    l->status = check_table(path, dlsym(handle, TCOMMS_BACKEND_SYMBOL), &l->table, l->reason, sizeof(l->reason));
+    snprintf(reason, len, "%s", l->reason);
+    if (l->status == TCOMMS_SUCCESS)
+        *out = &l->table;
+    return l->status;
 }
 
-/* Find, load and query `name`; fills `info`. Called with `lock` held. */
-static void probe(const char *name, tc_module_info_t *info)
+/* The file of module `name` in the search path into `path` (0), or -1 with `reason` naming what was searched. */
+static int find_module(const char *name, char *path, size_t len, char *reason, size_t rlen)
 {
-    memset(info, 0, sizeof(*info));
-    info->status = TCOMMS_ERR_BACKEND_UNAVAILABLE;
     char *search = tc_backend_search_path(), *dirs = search ? strdup(search) : NULL;
     if (dirs == NULL) {
         free(search);
-        snprintf(info->reason, sizeof(info->reason), "out of memory for the module search path");
-        return;
+        snprintf(reason, rlen, "out of memory for the module search path");
+        return -1;
     }
+    int found = 0;
     char *save = NULL;
-    for (char *dir = strtok_r(dirs, ":", &save); dir != NULL; dir = strtok_r(NULL, ":", &save)) {
-        char path[4096];
-        if ((size_t)snprintf(path, sizeof(path), "%s/tcomms_%s.so", dir, name) >= sizeof(path))
-            continue; /* no such file can exist; a cut name could find another */
-        if (access(path, R_OK) == 0) {
-            snprintf(info->path, sizeof(info->path), "%s", path);
-            break;
-        }
-    }
+    for (char *dir = strtok_r(dirs, ":", &save); dir != NULL && !found; dir = strtok_r(NULL, ":", &save))
+        /* a cut name could find another file: only a whole one counts */
+        found = (size_t)snprintf(path, len, "%s/tcomms_%s.so", dir, name) < len && access(path, R_OK) == 0;
     free(dirs);
-    if (info->path[0] == '\0') {
-        size_t len = strlen(search);
-        if (len < sizeof(info->reason) - 64)
-            snprintf(info->reason, sizeof(info->reason), "no tcomms_%s.so in %s", name, search);
+    if (!found) {
+        size_t slen = strlen(search);
+        if (slen < rlen - 64)
+            snprintf(reason, rlen, "no tcomms_%s.so in %s", name, search);
         else /* keep the end: the install directory */
-            snprintf(info->reason, sizeof(info->reason), "no tcomms_%s.so in the %zu-character search path "
-                     "...%s", name, len, search + len - (sizeof(info->reason) - 100));
-        free(search);
-        return;
+            snprintf(reason, rlen, "no tcomms_%s.so in the %zu-character search path ...%s", name, slen,
+                     search + slen - (rlen - 100));
     }
     free(search);
-    const tcomms_backend_t *be = open_module(info->path, info->reason, sizeof(info->reason));
-    if (be == NULL) {
-        info->status = strstr(info->reason, "ABI version") ? TCOMMS_ERR_ABI : TCOMMS_ERR_BACKEND_UNAVAILABLE;
-        return;
-    }
+    return found ? 0 : -1;
+}
+
+/* Ask an opened module whether it can run here; fills info->backend or says why not. Called with `lock` held. */
+static void query_module(tc_module_info_t *info)
+{
     char why[400] = "";
+    const tcomms_backend_t *be = info->table;
     if (be->query != NULL && be->query(&tc_core, why, sizeof(why)) != TCOMMS_SUCCESS) {
+        info->status = TCOMMS_ERR_BACKEND_UNAVAILABLE;
         snprintf(info->reason, sizeof(info->reason), "declined: %.400s", why[0] ? why : "no reason given");
         return;
     }
@@ -205,76 +252,204 @@ static void probe(const char *name, tc_module_info_t *info)
     info->status = TCOMMS_SUCCESS;
 }
 
-tcomms_status_t tc_backend_load(const char *name, const tcomms_backend_t **out)
+/* Find and open `name`, and query it when `query` is set; fills `info` but its name. Called with `lock` held. */
+static void probe(const char *name, int query, tc_module_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->status = TCOMMS_ERR_BACKEND_UNAVAILABLE;
+    if (find_module(name, info->path, sizeof(info->path), info->reason, sizeof(info->reason)) != 0) {
+        info->path[0] = '\0';
+        return;
+    }
+    info->status = open_module(info->path, &info->table, info->reason, sizeof(info->reason));
+    if (info->status == TCOMMS_SUCCESS && query)
+        query_module(info);
+}
+
+/* Open (query = 0) or load (query = 1) `name` for the public entries below. */
+static tcomms_status_t get(const char *name, int query, const tcomms_backend_t **out)
 {
     if (name == NULL || !valid_name(name))
         return tc_error(TCOMMS_ERR_INVALID_ARG, "backend name '%s' is not valid (lower-case letters, digits, '_')",
                         name ? name : "(null)");
     tc_module_info_t info;
     pthread_mutex_lock(&lock);
-    probe(name, &info);
+    probe(name, query, &info);
     pthread_mutex_unlock(&lock);
     if (info.status != TCOMMS_SUCCESS)
         return tc_error(info.status, "backend '%s' unavailable: %s", name, info.reason);
-    tc_log(TCOMMS_LOG_DEBUG, "loader", "backend '%s' loaded from %s", name, info.path);
-    *out = info.backend;
+    *out = query ? info.backend : info.table;
     return TCOMMS_SUCCESS;
 }
 
-static int listed(const char *name)
+tcomms_status_t tc_backend_load(const char *name, const tcomms_backend_t **out)
 {
-    for (size_t i = 0; i < n_listing; i++)
-        if (strcmp(listing[i].name, name) == 0)
-            return 1;
-    return 0;
+    tcomms_status_t st = get(name, 1, out);
+    if (st == TCOMMS_SUCCESS)
+        tc_log(TCOMMS_LOG_DEBUG, "loader", "backend '%s' loaded (ABI %u.%u, priority %d)", name, (*out)->abi.major,
+               (*out)->abi.minor, (int)(*out)->priority);
+    return st;
 }
 
-tcomms_status_t tc_backend_list(const tc_module_info_t **mods, size_t *count)
+tcomms_status_t tc_backend_open(const char *name, const tcomms_backend_t **out)
 {
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < n_listing; i++)
-        free((char *)listing[i].name);
-    n_listing = 0;
+    return get(name, 0, out);
+}
+
+int tc_backend_exists(const char *name)
+{
+    char path[4096], reason[512];
+    return name != NULL && valid_name(name) && find_module(name, path, sizeof(path), reason, sizeof(reason)) == 0;
+}
+
+typedef char module_name_t[33]; /* valid_name() allows 32 characters */
+
+/* The module names in the search path, each once (the first file in search order wins, as in find_module), in
+ * search order; returns their number. */
+static size_t scan_names(module_name_t *names, size_t max)
+{
+    size_t n = 0;
     char *dirs = tc_backend_search_path();
     char *save = NULL;
     for (char *dir = dirs ? strtok_r(dirs, ":", &save) : NULL; dir != NULL; dir = strtok_r(NULL, ":", &save)) {
         DIR *d = opendir(dir);
         struct dirent *e;
-        while (d != NULL && (e = readdir(d)) != NULL && n_listing < MAX_MODULES) {
-            size_t n = strlen(e->d_name);
-            if (n <= 10 || strncmp(e->d_name, "tcomms_", 7) != 0 || strcmp(e->d_name + n - 3, ".so") != 0)
+        while (d != NULL && (e = readdir(d)) != NULL && n < max) {
+            size_t len = strlen(e->d_name);
+            if (len <= 10 || len - 10 >= sizeof(module_name_t) || strncmp(e->d_name, "tcomms_", 7) != 0 ||
+                strcmp(e->d_name + len - 3, ".so") != 0)
                 continue;
-            char name[64];
-            snprintf(name, sizeof(name), "%.*s", (int)(n - 10), e->d_name + 7);
-            if (!valid_name(name) || listed(name))
-                continue;
-            tc_module_info_t *info = &listing[n_listing];
-            probe(name, info);
-            info->name = strdup(name);
-            if (info->name != NULL)
-                n_listing++;
+            snprintf(names[n], sizeof(names[n]), "%.*s", (int)(len - 10), e->d_name + 7);
+            size_t i = 0;
+            while (i < n && strcmp(names[i], names[n]) != 0)
+                i++;
+            n += i == n && valid_name(names[n]);
         }
         if (d != NULL)
             closedir(d);
     }
     free(dirs);
+    return n;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+void tc_backend_names(char *buf, size_t len)
+{
+    module_name_t names[MAX_MODULES];
+    size_t n = scan_names(names, MAX_MODULES), used = 0;
+    qsort(names, n, sizeof(names[0]), name_cmp);
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", names[i]);
+}
+
+tcomms_status_t tc_backend_list(const tc_module_info_t **mods, size_t *count)
+{
+    module_name_t names[MAX_MODULES];
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_listing; i++)
+        free((char *)listing[i].name);
+    n_listing = 0;
+    size_t n = scan_names(names, MAX_MODULES);
+    for (size_t i = 0; i < n; i++) {
+        tc_module_info_t *info = &listing[n_listing];
+        probe(names[i], 1, info);
+        info->name = strdup(names[i]);
+        if (info->name != NULL)
+            n_listing++;
+    }
     *mods = listing;
     *count = n_listing;
     pthread_mutex_unlock(&lock);
     return TCOMMS_SUCCESS;
 }
 
-/* Device types of well-known backends, so an unqualified "nccl" needs no module load to be placed. */
-static uint32_t known_device_types(const char *name)
+/* The default order: the greatest priority first, then the name first in strcmp order, so that every rank of an
+ * installation sorts the same modules the same way. */
+static int before(const tc_module_info_t *a, const tcomms_backend_t *ta, const tc_module_info_t *b,
+                  const tcomms_backend_t *tb)
 {
-    if (strcmp(name, "nccl") == 0)
-        return 1u << TCOMMS_DEVICE_CUDA;
-    if (strcmp(name, "gloo") == 0 || strcmp(name, "ucx") == 0)
-        return 1u << TCOMMS_DEVICE_CPU;
-    const tcomms_backend_t *be;
-    if (tc_backend_load(name, &be) == TCOMMS_SUCCESS && be->device_types != 0)
-        return be->device_types;
-    return 1u << TCOMMS_DEVICE_CPU;
+    return ta->priority != tb->priority ? ta->priority > tb->priority : strcmp(a->name, b->name) < 0;
+}
+
+size_t tc_backend_order(const tc_module_info_t *mods, size_t n, tcomms_device_type_t type, int usable_only,
+                        size_t *order)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tcomms_backend_t *be = usable_only ? mods[i].backend : mods[i].table;
+        if (be == NULL || !(be->device_types & (1u << type)))
+            continue;
+        size_t j = k++; /* insertion sort: a handful of modules */
+        for (; j > 0; j--) {
+            const tc_module_info_t *prev = &mods[order[j - 1]];
+            if (!before(&mods[i], be, prev, usable_only ? prev->backend : prev->table))
+                break;
+            order[j] = order[j - 1];
+        }
+        order[j] = i;
+    }
+    return k;
+}
+
+/* Append "<name>: <reason>" to `buf`, for the error of a default selection that found nothing. */
+static void add_reason(char *buf, size_t len, const tc_module_info_t *info)
+{
+    size_t used = strlen(buf);
+    if (used + 1 < len && snprintf(buf + used, len - used, "%s%s: %s", used ? "; " : "", info->name,
+                                   info->reason) >= (int)(len - used))
+        tc_log(TCOMMS_LOG_DEBUG, "loader", "%s: %s", info->name, info->reason); /* cut from the error: log it whole */
+}
+
+tcomms_status_t tc_backend_default(tcomms_device_type_t type, const tcomms_backend_t **out)
+{
+    const char *device = tcomms_device_type_name(type);
+    module_name_t names[MAX_MODULES];
+    tc_module_info_t *mods = calloc(MAX_MODULES, sizeof(*mods)); /* 4.6 KB each: not on a thread's stack */
+    if (mods == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "choosing the default backend for device '%s': out of memory", device);
+    char reasons[900] = "";
+    size_t order[MAX_MODULES];
+    tcomms_status_t st = TCOMMS_ERR_BACKEND_UNAVAILABLE;
+    pthread_mutex_lock(&lock);
+    size_t n = scan_names(names, MAX_MODULES);
+    /* Open every module to read its device types and priority, but query only the candidates, in turn. */
+    for (size_t i = 0; i < n; i++) {
+        probe(names[i], 0, &mods[i]);
+        mods[i].name = names[i];
+        if (mods[i].table == NULL) /* its device types are unknown: it may have been the one meant */
+            add_reason(reasons, sizeof(reasons), &mods[i]);
+    }
+    size_t k = tc_backend_order(mods, n, type, 0, order);
+    for (size_t j = 0; j < k && st != TCOMMS_SUCCESS; j++) {
+        tc_module_info_t *info = &mods[order[j]];
+        query_module(info);
+        if (info->status == TCOMMS_SUCCESS) {
+            *out = info->backend;
+            st = TCOMMS_SUCCESS;
+            tc_log(TCOMMS_LOG_DEBUG, "loader", "default backend for device '%s': '%s' (priority %d) from %s", device,
+                   info->name, (int)info->backend->priority, info->path);
+        } else {
+            tc_log(TCOMMS_LOG_INFO, "loader", "default backend candidate '%s' skipped: %s", info->name, info->reason);
+            add_reason(reasons, sizeof(reasons), info);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (st != TCOMMS_SUCCESS) {
+        char *search = tc_backend_search_path();
+        if (k == 0)
+            tc_error(st, "no backend available for device '%s': no module in the search path serves it%s%s "
+                     "(searched %s)", device, reasons[0] ? "; " : "", reasons, search ? search : "(out of memory)");
+        else
+            tc_error(st, "no backend available for device '%s': %s", device, reasons);
+        free(search);
+    }
+    free(mods);
+    return st;
 }
 
 static tcomms_status_t assign(tc_selection_t *sel, const char *spec, int type, const char *name)
@@ -316,9 +491,15 @@ tcomms_status_t tc_selection_parse(const char *spec, tc_selection_t *sel)
                 return st;
             continue;
         }
-        uint32_t types = known_device_types(name);
+        /* A bare name serves the device types its module declares: open it to read them, without query(), which
+         * a GPU module answers by initialising its driver. */
+        const tcomms_backend_t *be = NULL;
+        tcomms_status_t st = tc_backend_open(name, &be);
+        if (st != TCOMMS_SUCCESS)
+            return tc_error_prefix(st, "backend selection '%s': ", spec);
+        uint32_t types = be->device_types;
         for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
-            tcomms_status_t st = (types & (1u << t)) ? assign(sel, spec, t, name) : TCOMMS_SUCCESS;
+            st = (types & (1u << t)) ? assign(sel, spec, t, name) : TCOMMS_SUCCESS;
             if (st != TCOMMS_SUCCESS)
                 return st;
         }

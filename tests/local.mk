@@ -69,15 +69,30 @@ tests_test_loader_CFLAGS = $(unit_cflags)
 tests_test_loader_CPPFLAGS = $(unit_cppflags)
 tests_test_loader_LDADD = $(unit_ldadd)
 
-# The same fake module built four ways for the loader tests; -rpath makes libtool build real shared objects.
+# The same fake module built eight ways for the loader tests; -rpath makes libtool build real shared objects.
+# fakeabi has the major after ours, fakeprev the previous minor's table, fakenewer the minor after ours, fakenopost
+# no post entry; foo is a module of its own hint namespace that outranks every module of the tree by priority.
 fake_ldflags = -module -avoid-version -shared -rpath /nowhere
 check_LTLIBRARIES += tests/tcomms_fakeok.la tests/tcomms_fakeabi.la tests/tcomms_fakedecline.la \
-	tests/tcomms_fakenosym.la
+	tests/tcomms_fakenosym.la tests/tcomms_fakeprev.la tests/tcomms_fakenewer.la tests/tcomms_fakenopost.la \
+	tests/tcomms_foo.la
 tests_tcomms_fakeok_la_SOURCES = tests/fake_backend.c
 tests_tcomms_fakeok_la_LDFLAGS = $(fake_ldflags)
 tests_tcomms_fakeabi_la_SOURCES = tests/fake_backend.c
-tests_tcomms_fakeabi_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_ABI=999
+tests_tcomms_fakeabi_la_CPPFLAGS = $(AM_CPPFLAGS) '-DFAKE_ABI_MAJOR=(TCOMMS_BACKEND_ABI_MAJOR + 1)'
 tests_tcomms_fakeabi_la_LDFLAGS = $(fake_ldflags)
+tests_tcomms_fakeprev_la_SOURCES = tests/fake_backend.c
+tests_tcomms_fakeprev_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_PREV_MINOR
+tests_tcomms_fakeprev_la_LDFLAGS = $(fake_ldflags)
+tests_tcomms_fakenewer_la_SOURCES = tests/fake_backend.c
+tests_tcomms_fakenewer_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_NEWER_MINOR
+tests_tcomms_fakenewer_la_LDFLAGS = $(fake_ldflags)
+tests_tcomms_fakenopost_la_SOURCES = tests/fake_backend.c
+tests_tcomms_fakenopost_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_NO_POST
+tests_tcomms_fakenopost_la_LDFLAGS = $(fake_ldflags)
+tests_tcomms_foo_la_SOURCES = tests/fake_backend.c
+tests_tcomms_foo_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_FOO
+tests_tcomms_foo_la_LDFLAGS = $(fake_ldflags)
 tests_tcomms_fakedecline_la_SOURCES = tests/fake_backend.c
 tests_tcomms_fakedecline_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_DECLINE
 tests_tcomms_fakedecline_la_LDFLAGS = $(fake_ldflags)

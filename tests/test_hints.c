@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Tests lib/hints.c: spellings, validation of types and ranges, the TCOMMS_HINTS format, and the cross-key check. */
+/* Tests lib/hints.c: spellings, validation of types and ranges, module namespaces, the TCOMMS_HINTS format, and the
+ * cross-key check. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,9 +64,11 @@ START_TEST(test_validation)
         {"cga_cluster_size", "-1", TCOMMS_ERR_INVALID_ARG}, {"min_ctas", "abc", TCOMMS_ERR_INVALID_ARG},
         {"min_ctas", "0", TCOMMS_ERR_INVALID_ARG},       {"max_ctas", "64", TCOMMS_SUCCESS},
         {"max_ctas", "4x", TCOMMS_ERR_INVALID_ARG},      {"split_share", "off", TCOMMS_SUCCESS},
-        {"nccl.algo", "ring", TCOMMS_SUCCESS},           {"gloo.hostname", "h1", TCOMMS_SUCCESS},
-        {"ucx.tls", "shm", TCOMMS_SUCCESS},              {"mystery", "1", TCOMMS_ERR_INVALID_ARG},
-        {"nccl.", "1", TCOMMS_ERR_INVALID_ARG},          {"foo.bar", "1", TCOMMS_ERR_INVALID_ARG},
+        /* "<module>.<key>" for a module in the search path (main() points it at the fakes), of any value */
+        {"foo.algo", "ring", TCOMMS_SUCCESS},            {"fakeok.hostname", "h1", TCOMMS_SUCCESS},
+        {"foo.a.b", "", TCOMMS_SUCCESS},                 {"mystery", "1", TCOMMS_ERR_INVALID_ARG},
+        {"foo.", "1", TCOMMS_ERR_INVALID_ARG},           {"bar.bar", "1", TCOMMS_ERR_INVALID_ARG},
+        {".bar", "1", TCOMMS_ERR_INVALID_ARG},           {"Foo.bar", "1", TCOMMS_ERR_INVALID_ARG},
         {"", "1", TCOMMS_ERR_INVALID_ARG},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -81,7 +84,7 @@ START_TEST(test_validation)
     char long_value[400];
     memset(long_value, 'x', sizeof(long_value) - 1);
     long_value[sizeof(long_value) - 1] = '\0';
-    ck_assert_int_eq(tcomms_hints_set(h, "nccl.x", long_value), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_int_eq(tcomms_hints_set(h, "foo.x", long_value), TCOMMS_ERR_INVALID_ARG);
     /* a failed set leaves no entry behind */
     ck_assert_ptr_null(value_of("mystery"));
     ck_assert_str_eq(value_of("blocking"), "0");
@@ -90,10 +93,10 @@ END_TEST
 
 START_TEST(test_parse)
 {
-    ck_assert_int_eq(tcomms_hints_parse(h, " minCTAs = 4 , max_ctas=8,, nccl.x=y,"), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_hints_parse(h, " minCTAs = 4 , max_ctas=8,, foo.x=y,"), TCOMMS_SUCCESS);
     ck_assert_str_eq(value_of("min_ctas"), "4");
     ck_assert_str_eq(value_of("max_ctas"), "8");
-    ck_assert_str_eq(value_of("nccl.x"), "y");
+    ck_assert_str_eq(value_of("foo.x"), "y");
     ck_assert_int_eq(tc_hints_check(h), TCOMMS_SUCCESS);
     /* a bad item anywhere leaves the set untouched */
     ck_assert_int_eq(tcomms_hints_parse(h, "blocking=1,min_ctas"), TCOMMS_ERR_INVALID_ARG);
@@ -131,9 +134,9 @@ START_TEST(test_parse_many)
     ck_assert_ptr_nonnull(spec);
     size_t len = 0;
     for (int i = 0; i < N; i++)
-        len += (size_t)snprintf(spec + len, cap - len, "%sucx.k%d=v%d", i ? "," : "", i, i);
+        len += (size_t)snprintf(spec + len, cap - len, "%sfoo.k%d=v%d", i ? "," : "", i, i);
     for (int i = 0; i < REPEATED; i++) /* every 40th key again, with a new value */
-        len += (size_t)snprintf(spec + len, cap - len, ",ucx.k%d=w%d", i * 40, i);
+        len += (size_t)snprintf(spec + len, cap - len, ",foo.k%d=w%d", i * 40, i);
     ck_assert_int_eq(tcomms_hints_parse(h, spec), TCOMMS_SUCCESS);
     size_t n = 0;
     ck_assert_int_eq(tcomms_hints_count(h, &n), TCOMMS_SUCCESS);
@@ -141,7 +144,7 @@ START_TEST(test_parse_many)
     for (int i = 0; i < N; i++) {
         const char *k = NULL, *v = NULL;
         ck_assert_int_eq(tcomms_hints_entry(h, (size_t)i, &k, &v), TCOMMS_SUCCESS);
-        snprintf(key, sizeof key, "ucx.k%d", i);
+        snprintf(key, sizeof key, "foo.k%d", i);
         if (i % 40 == 0 && i / 40 < REPEATED)
             snprintf(want, sizeof want, "w%d", i / 40);
         else
@@ -150,16 +153,23 @@ START_TEST(test_parse_many)
         ck_assert_str_eq(v, want);
         ck_assert_str_eq(value_of(key), want);
     }
-    ck_assert_ptr_null(value_of("ucx.k20000"));
+    ck_assert_ptr_null(value_of("foo.k20000"));
     /* a bad item at the end leaves every entry as it was */
-    ck_assert_int_eq(tcomms_hints_parse(h, "ucx.k1=changed,min_ctas=999"), TCOMMS_ERR_INVALID_ARG);
-    ck_assert_str_eq(value_of("ucx.k1"), "v1");
+    ck_assert_int_eq(tcomms_hints_parse(h, "foo.k1=changed,min_ctas=999"), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_str_eq(value_of("foo.k1"), "v1");
     free(spec);
 }
 END_TEST
 
 int main(void)
 {
+    /* The fake modules (tests/local.mk), so that "foo.*" and "fakeok.*" are namespaces whatever backends are built. */
+    const char *modules = getenv("TCOMMS_TEST_MODULES");
+    if (modules == NULL) {
+        fprintf(stderr, "TCOMMS_TEST_MODULES is not set\n");
+        return EXIT_FAILURE;
+    }
+    setenv("TCOMMS_BACKEND_PATH", modules, 1);
     Suite *s = suite_create("hints");
     TCase *tc = tcase_create("hints");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Tests lib/loader.c (search path, dlopen failures, ABI check, declining modules, listing, selection syntax) and
- * the core's routing in lib/comm.c and lib/coll.c over the single-rank fake module. TCOMMS_TEST_MODULES names the
- * directory holding the fake modules. */
+/* Tests lib/loader.c (search path, dlopen failures, the ABI check by major, minor and size, declining modules,
+ * listing, the default order by priority, selection syntax) and the core's routing in lib/comm.c and lib/coll.c
+ * over the single-rank fake modules (tests/fake_backend.c). TCOMMS_TEST_MODULES names the directory holding them. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 
 #include "loader.h"
 #include "check_run.h"
+
+static tcomms_comm_t *make_comm(const char *backend, tcomms_status_t want);
 
 static char real_backend_path[4096]; /* TCOMMS_BACKEND_PATH as the Makefile set it, before the fakes replace it */
 
@@ -35,13 +38,56 @@ START_TEST(test_load)
     ck_assert_str_eq(be->name, "fake");
     ck_assert_int_eq(tc_backend_load("nosuch", &be), TCOMMS_ERR_BACKEND_UNAVAILABLE);
     assert_message_has("tcomms_nosuch.so");
-    ck_assert_int_eq(tc_backend_load("fakeabi", &be), TCOMMS_ERR_ABI);
-    assert_message_has("ABI version 999");
     ck_assert_int_eq(tc_backend_load("fakedecline", &be), TCOMMS_ERR_BACKEND_UNAVAILABLE);
     assert_message_has("no such hardware");
     ck_assert_int_eq(tc_backend_load("fakenosym", &be), TCOMMS_ERR_BACKEND_UNAVAILABLE);
     assert_message_has("tcomms_backend_module");
     ck_assert_int_eq(tc_backend_load("../etc/passwd", &be), TCOMMS_ERR_INVALID_ARG);
+    ck_assert_int_eq(tc_backend_load("fakenopost", &be), TCOMMS_ERR_ABI);
+    assert_message_has("lacks the required entry 'post'");
+}
+END_TEST
+
+/* Another major, or a newer minor than the core's, is refused with TCOMMS_ERR_ABI and a message naming the module's
+ * version and the core's. */
+START_TEST(test_abi_refused)
+{
+    use_test_modules();
+    char mine[32], theirs[32];
+    snprintf(mine, sizeof(mine), "ABI %u.%u", TCOMMS_BACKEND_ABI_MAJOR, TCOMMS_BACKEND_ABI_MINOR);
+    const tcomms_backend_t *be = NULL;
+    ck_assert_int_eq(tc_backend_load("fakeabi", &be), TCOMMS_ERR_ABI);
+    snprintf(theirs, sizeof(theirs), "ABI major %u,", TCOMMS_BACKEND_ABI_MAJOR + 1);
+    assert_message_has(theirs);
+    assert_message_has(mine);
+    ck_assert_int_eq(tc_backend_open("fakeabi", &be), TCOMMS_ERR_ABI); /* not even its device types are read */
+    ck_assert_int_eq(tc_backend_load("fakenewer", &be), TCOMMS_ERR_ABI);
+    snprintf(theirs, sizeof(theirs), "ABI %u.%u,", TCOMMS_BACKEND_ABI_MAJOR, TCOMMS_BACKEND_ABI_MINOR + 1);
+    assert_message_has(theirs);
+    assert_message_has(mine);
+    ck_assert_ptr_null(be);
+}
+END_TEST
+
+/* A module built against the previous minor loads; the core reads its table only up to the size it declares, so
+ * the field the current minor appended reads as its default: fakeprev's object holds priority 1000 past that
+ * size, which would make it every default. */
+START_TEST(test_abi_previous_minor)
+{
+    use_test_modules();
+    const tcomms_backend_t *be = NULL;
+    ck_assert_msg(tc_backend_load("fakeprev", &be) == TCOMMS_SUCCESS, "%s", tcomms_last_error());
+    ck_assert_uint_eq(be->abi.major, TCOMMS_BACKEND_ABI_MAJOR);
+    ck_assert_uint_eq(be->abi.minor, TCOMMS_BACKEND_ABI_MINOR - 1);
+    ck_assert_uint_eq(be->abi.size, offsetof(tcomms_backend_t, priority));
+    ck_assert_int_eq(be->priority, 0);
+    ck_assert_str_eq(be->name, "fake");
+    ck_assert_ptr_nonnull(be->post);
+    tcomms_comm_t *comm = make_comm("fakeprev", TCOMMS_SUCCESS);
+    double in[2] = {4, 5}, out[2] = {0};
+    ck_assert_int_eq(tcomms_all_reduce(comm, in, out, 2, TCOMMS_FLOAT64, TCOMMS_SUM, NULL, NULL), TCOMMS_SUCCESS);
+    ck_assert(out[0] == 4 && out[1] == 5);
+    ck_assert_int_eq(tcomms_comm_destroy(comm), TCOMMS_SUCCESS);
 }
 END_TEST
 
@@ -146,9 +192,22 @@ START_TEST(test_list)
         if (strcmp(mods[i].name, "fakedecline") == 0) {
             seen |= 4;
             ck_assert_ptr_nonnull(strstr(mods[i].reason, "declined"));
+            ck_assert_ptr_null(mods[i].backend);
+            ck_assert_ptr_nonnull(mods[i].table); /* what it would serve is still known */
+            ck_assert_int_eq(mods[i].table->priority, 200);
+        }
+        if (strcmp(mods[i].name, "foo") == 0) {
+            seen |= 8;
+            ck_assert_ptr_nonnull(mods[i].backend);
+            ck_assert_int_eq(mods[i].backend->priority, 100);
+        }
+        if (strcmp(mods[i].name, "fakenewer") == 0) {
+            seen |= 16;
+            ck_assert_int_eq(mods[i].status, TCOMMS_ERR_ABI);
+            ck_assert_ptr_null(mods[i].table);
         }
     }
-    ck_assert_int_eq(seen, 7);
+    ck_assert_int_eq(seen, 31);
 }
 END_TEST
 
@@ -156,15 +215,25 @@ START_TEST(test_selection)
 {
     use_test_modules();
     tc_selection_t sel;
-    ck_assert_int_eq(tc_selection_parse("gloo", &sel), TCOMMS_SUCCESS);
-    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CPU], "gloo");
+    /* a bare name serves the device types its module declares */
+    ck_assert_int_eq(tc_selection_parse("fakeok", &sel), TCOMMS_SUCCESS);
+    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CPU], "fakeok");
     ck_assert_int_eq(sel.explicit_[TCOMMS_DEVICE_CUDA], 0);
-    ck_assert_int_eq(tc_selection_parse("cpu:gloo,cuda:nccl", &sel), TCOMMS_SUCCESS);
-    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CUDA], "nccl");
-    ck_assert_int_eq(tc_selection_parse("nccl", &sel), TCOMMS_SUCCESS);
-    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CUDA], "nccl");
+    ck_assert_int_eq(tc_selection_parse("fakecuda", &sel), TCOMMS_SUCCESS);
+    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CUDA], "fakecuda");
     ck_assert_int_eq(sel.explicit_[TCOMMS_DEVICE_CPU], 0);
+    /* a device-qualified one opens nothing: these need not exist here */
+    ck_assert_int_eq(tc_selection_parse("cpu:gloo,cuda:nccl", &sel), TCOMMS_SUCCESS);
+    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CPU], "gloo");
+    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CUDA], "nccl");
+    ck_assert_int_eq(tc_selection_parse("cpu:ucx,cuda:nccl", &sel), TCOMMS_SUCCESS);
+    ck_assert_str_eq(sel.names[TCOMMS_DEVICE_CPU], "ucx");
     ck_assert_int_eq(tc_selection_parse("", &sel), TCOMMS_SUCCESS);
+    /* a bare name whose module does not open cannot be placed: its reason is given at once */
+    ck_assert_int_eq(tc_selection_parse("nosuch", &sel), TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    assert_message_has("tcomms_nosuch.so");
+    ck_assert_int_eq(tc_selection_parse("fakeabi", &sel), TCOMMS_ERR_ABI);
+    assert_message_has("backend selection 'fakeabi'");
     const char *bad[] = {"gpu:nccl", "cpu:gloo,cpu:ucx", "cpu:", ",", "cpu:Gloo!"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(tc_selection_parse(bad[i], &sel) == TCOMMS_ERR_INVALID_ARG, "'%s' accepted", bad[i]);
@@ -204,6 +273,12 @@ START_TEST(test_routing)
                      TCOMMS_SUCCESS);
     ck_assert_str_eq(buf, "not applicable");
     ck_assert_int_eq(tcomms_comm_hint(comm, TCOMMS_DEVICE_CPU, "bogus", buf, sizeof(buf)), TCOMMS_ERR_INVALID_ARG);
+    /* a module's key is asked as tcomms_hints_set takes it: for a module in the search path, else refused */
+    ck_assert_int_eq(tcomms_comm_hint(comm, TCOMMS_DEVICE_CPU, "foo.color", buf, sizeof(buf)), TCOMMS_SUCCESS);
+    ck_assert_str_eq(buf, "not applicable");
+    ck_assert_int_eq(tcomms_comm_hint(comm, TCOMMS_DEVICE_CPU, "nosuchmod.x", buf, sizeof(buf)),
+                     TCOMMS_ERR_INVALID_ARG);
+    assert_message_has("nosuchmod");
     double in[3] = {1, 2, 3}, out[3] = {0};
     ck_assert_int_eq(tcomms_all_reduce(comm, in, out, 3, TCOMMS_FLOAT64, TCOMMS_SUM, NULL, NULL), TCOMMS_SUCCESS);
     ck_assert(out[0] == 1 && out[2] == 3);
@@ -234,19 +309,137 @@ START_TEST(test_selection_errors)
     make_comm("cuda:fakeok", TCOMMS_ERR_NO_BACKEND_FOR_DEVICE);
     make_comm("cpu:fakeok,cuda:nosuch", TCOMMS_ERR_BACKEND_UNAVAILABLE);
     assert_message_has("nosuch");
-    /* No selection, and no default CPU backend in the search path: one error listing why each was skipped. */
-    const tcomms_backend_t *be;
-    if (tc_backend_load("gloo", &be) != TCOMMS_SUCCESS && tc_backend_load("ucx", &be) != TCOMMS_SUCCESS) {
-        make_comm(NULL, TCOMMS_ERR_BACKEND_UNAVAILABLE);
-        assert_message_has("tcomms_gloo.so");
-        assert_message_has("tcomms_ucx.so");
-    }
     setenv("TCOMMS_BACKEND", "fakedecline", 1);
     make_comm(NULL, TCOMMS_ERR_BACKEND_UNAVAILABLE);
     assert_message_has("TCOMMS_BACKEND");
     tcomms_comm_destroy(make_comm("fakeok", TCOMMS_SUCCESS)); /* the argument overrides the env */
     setenv("TCOMMS_BACKEND", "fakeok", 1);
     tcomms_comm_destroy(make_comm(NULL, TCOMMS_SUCCESS));
+}
+END_TEST
+
+static const char *cpu_backend_of(tcomms_comm_t *comm)
+{
+    const char *name = NULL;
+    ck_assert_int_eq(tcomms_comm_backend(comm, TCOMMS_DEVICE_CPU, &name), TCOMMS_SUCCESS);
+    return name;
+}
+
+/* No backend is named in the core: among the modules serving a device, the greatest priority is the default. Here
+ * that is foo (100), an out-of-tree module, over the tree's ucx (20) and gloo (10) and the fakes (0), once
+ * fakedecline (200) declined; foo takes hints of its own namespace; a selection still names anything. */
+START_TEST(test_default_by_priority)
+{
+    use_test_modules();
+    /* the order, against one written out from the priorities the modules declare */
+    const char *list = getenv("TCOMMS_TEST_BACKENDS");
+    ck_assert_ptr_nonnull(list);
+    const char *want[8];
+    size_t nwant = 0;
+    want[nwant++] = "foo";
+    if (strstr(list, "ucx") != NULL)
+        want[nwant++] = "ucx";
+    if (strstr(list, "gloo") != NULL)
+        want[nwant++] = "gloo";
+    want[nwant++] = "fakeok"; /* 0, and first by name of the two at 0 */
+    want[nwant++] = "fakeprev";
+    const tc_module_info_t *mods;
+    size_t n = 0, order[32];
+    ck_assert_int_eq(tc_backend_list(&mods, &n), TCOMMS_SUCCESS);
+    ck_assert_uint_le(n, 32);
+    size_t k = tc_backend_order(mods, n, TCOMMS_DEVICE_CPU, 1, order);
+    ck_assert_uint_eq(k, nwant);
+    for (size_t j = 0; j < k; j++)
+        ck_assert_msg(strcmp(mods[order[j]].name, want[j]) == 0, "default order %zu: %s, expected %s", j,
+                      mods[order[j]].name, want[j]);
+    k = tc_backend_order(mods, n, TCOMMS_DEVICE_CPU, 0, order); /* with those that decline: fakedecline first */
+    ck_assert_str_eq(mods[order[0]].name, "fakedecline");
+
+    tcomms_hints_t *h;
+    ck_assert_int_eq(tcomms_hints_create(&h), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_hints_set(h, "foo.color", "blue"), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_hints_set(h, "bar.color", "red"), TCOMMS_ERR_INVALID_ARG); /* no module bar */
+    assert_message_has("'bar'");
+    assert_message_has("foo"); /* the modules that are there */
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_RANK | TCOMMS_COMM_PARAM_HINTS;
+    p.size = 1;
+    p.hints = h;
+    tcomms_comm_t *comm = NULL;
+    ck_assert_msg(tcomms_comm_create(&p, &comm) == TCOMMS_SUCCESS, "%s", tcomms_last_error());
+    ck_assert_str_eq(cpu_backend_of(comm), "foo");
+    char buf[64];
+    ck_assert_int_eq(tcomms_comm_hint(comm, TCOMMS_DEVICE_CPU, "foo.color", buf, sizeof(buf)), TCOMMS_SUCCESS);
+    ck_assert_str_eq(buf, "blue");
+    ck_assert_int_eq(tcomms_comm_destroy(comm), TCOMMS_SUCCESS);
+    /* the core passes any foo.* key; foo refuses the ones it does not know */
+    ck_assert_int_eq(tcomms_hints_set(h, "foo.shade", "dark"), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_comm_create(&p, &comm), TCOMMS_ERR_INVALID_ARG);
+    assert_message_has("foo.shade");
+    tcomms_hints_free(h);
+    /* explicit selections win over priority */
+    tcomms_comm_t *c = make_comm("fakeok", TCOMMS_SUCCESS);
+    ck_assert_str_eq(cpu_backend_of(c), "fake");
+    tcomms_comm_destroy(c);
+    c = make_comm("cpu:fakeprev", TCOMMS_SUCCESS);
+    ck_assert_str_eq(cpu_backend_of(c), "fake");
+    tcomms_comm_destroy(c);
+    setenv("TCOMMS_BACKEND", "fakeok", 1);
+    c = make_comm(NULL, TCOMMS_SUCCESS);
+    ck_assert_msg(strcmp(cpu_backend_of(c), "fake") == 0, "TCOMMS_BACKEND=fakeok gave %s", cpu_backend_of(c));
+    tcomms_comm_destroy(c);
+    unsetenv("TCOMMS_BACKEND");
+}
+END_TEST
+
+/* Without the fakes, the tree's priorities keep the default of before: ucx, else gloo, for CPU; and
+ * TCOMMS_BACKEND=gloo still selects gloo. */
+START_TEST(test_default_tree)
+{
+    const char *list = getenv("TCOMMS_TEST_BACKENDS");
+    ck_assert_ptr_nonnull(list);
+    if (*list == '\0')
+        return; /* no CPU backend built */
+    setenv("TCOMMS_BACKEND_PATH", real_backend_path, 1);
+    unsetenv("TCOMMS_BACKEND");
+    tcomms_comm_t *c = make_comm(NULL, TCOMMS_SUCCESS);
+    ck_assert_str_eq(cpu_backend_of(c), strstr(list, "ucx") != NULL ? "ucx" : "gloo");
+    tcomms_comm_destroy(c);
+    if (strstr(list, "gloo") != NULL) {
+        setenv("TCOMMS_BACKEND", "gloo", 1);
+        c = make_comm(NULL, TCOMMS_SUCCESS);
+        ck_assert_str_eq(cpu_backend_of(c), "gloo");
+        tcomms_comm_destroy(c);
+        unsetenv("TCOMMS_BACKEND");
+    }
+}
+END_TEST
+
+/* No module that opens serves the device: the error names the device and the reason of each module that did not
+ * open (its device types unknown, it may have been the one meant). The search path holds fakeabi alone, plus the
+ * modules of the build tree, which for cuda are at most nccl: where nccl runs, it is the default. */
+START_TEST(test_default_none)
+{
+    const char *modules = getenv("TCOMMS_TEST_MODULES");
+    ck_assert_ptr_nonnull(modules);
+    char dir[] = "/tmp/tcomms-test-loader-XXXXXX", link[4096], target[4096];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(link, sizeof(link), "%s/tcomms_fakeabi.so", dir);
+    snprintf(target, sizeof(target), "%s/tcomms_fakeabi.so", modules);
+    ck_assert_int_eq(symlink(target, link), 0);
+    setenv("TCOMMS_BACKEND_PATH", dir, 1);
+    const tcomms_backend_t *be = NULL;
+    tcomms_status_t st = tc_backend_default(TCOMMS_DEVICE_CUDA, &be);
+    unlink(link);
+    rmdir(dir);
+    if (st == TCOMMS_SUCCESS) {
+        ck_assert(be->device_types & (1u << TCOMMS_DEVICE_CUDA));
+        return;
+    }
+    ck_assert_int_eq(st, TCOMMS_ERR_BACKEND_UNAVAILABLE);
+    assert_message_has("device 'cuda'");
+    assert_message_has("fakeabi: ");
+    assert_message_has("ABI major");
 }
 END_TEST
 
@@ -455,6 +648,8 @@ int main(void)
     TCase *tc = tcase_create("loader");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_load);
+    tcase_add_test(tc, test_abi_refused);
+    tcase_add_test(tc, test_abi_previous_minor);
     tcase_add_test(tc, test_list);
     tcase_add_test(tc, test_long_path);
     tcase_add_test(tc, test_module_dir);
@@ -462,6 +657,9 @@ int main(void)
     tcase_add_test(tc, test_selection);
     tcase_add_test(tc, test_routing);
     tcase_add_test(tc, test_selection_errors);
+    tcase_add_test(tc, test_default_by_priority);
+    tcase_add_test(tc, test_default_tree);
+    tcase_add_test(tc, test_default_none);
     tcase_add_test(tc, test_env_at_creation);
     tcase_add_test(tc, test_user_store);
     tcase_add_test(tc, test_no_stdout);

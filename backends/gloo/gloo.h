@@ -84,7 +84,10 @@ Failure current_failure() noexcept;
 /* printf into a std::string. */
 std::string strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Bytes per element; duplicated from the core's table because tcomms_core_t does not lend it (see the report). */
+/* The core that queried this module (set by tcg_query, which comes before any other entry). */
+extern const tcomms_core_t *module_core;
+
+/* The operation's name in the core's table, for messages. */
 const char *coll_name(tcomms_coll_type_t type);
 
 /* Run `fn` (returning a status) so that no exception escapes into C: failures become core->error(...). */

@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The Gloo backend: a C++17 module the core dlopens as tcomms_gloo.so. Built only when configure found libgloo;
-# everything but the tcomms_backend_module table stays hidden.
+# everything but the tcomms_backend_module table (table.c, C for its designated initialisers) stays hidden.
 if BUILD_GLOO
 pkglib_LTLIBRARIES += backends/gloo/tcomms_gloo.la
 backends_gloo_tcomms_gloo_la_SOURCES = \
 	backends/gloo/gloo.h \
+	backends/gloo/entries.h \
+	backends/gloo/table.c \
 	backends/gloo/module.cc \
 	backends/gloo/comm.cc \
 	backends/gloo/coll.cc \
 	backends/gloo/worker.cc
 backends_gloo_tcomms_gloo_la_CPPFLAGS = $(AM_CPPFLAGS) $(GLOO_CPPFLAGS)
+backends_gloo_tcomms_gloo_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 backends_gloo_tcomms_gloo_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
 backends_gloo_tcomms_gloo_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-export-symbols-regex '^tcomms_backend_module$$' $(GLOO_LDFLAGS)

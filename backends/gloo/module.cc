@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The Gloo backend's one exported symbol, tcomms_backend_module, and the boundary every entry crosses: exceptions
- * from Gloo or the shim become tcomms statuses with messages here, never unwinding into the C core. */
+/* The Gloo backend's entries as C functions for the table in table.c, and the boundary every entry crosses:
+ * exceptions from Gloo or the shim become tcomms statuses with messages here, never unwinding into the C core. */
 #include "gloo.h"
+#include "entries.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -35,13 +36,12 @@ std::string strf(const char *fmt, ...)
     return out;
 }
 
+const tcomms_core_t *module_core;
+
 const char *coll_name(tcomms_coll_type_t type)
 {
-    static const char *const names[TCOMMS_COLL_TYPE_COUNT] = {
-        "all_reduce",       "broadcast",  "reduce",       "all_gather", "all_gather_v", "reduce_scatter",
-        "reduce_scatter_v", "all_to_all", "all_to_all_v", "gather",     "scatter",      "barrier",
-        "send",             "recv"};
-    return type >= 0 && type < TCOMMS_COLL_TYPE_COUNT ? names[type] : "operation";
+    const tcomms_coll_info_t *info = module_core != nullptr ? module_core->coll_info(type) : nullptr;
+    return info != nullptr ? info->name : "operation";
 }
 
 namespace {
@@ -78,17 +78,6 @@ Failure classify()
     }
 }
 
-tcomms_status_t query(const tcomms_core_t *core, char *reason, size_t len)
-{
-    (void)core;
-    /* libgloo was resolved when the core loaded this module; a CPU needs nothing else. */
-    if (reason && len)
-        reason[0] = '\0';
-    return TCOMMS_SUCCESS;
-}
-
-const char *const honoured_hints[] = {"gloo.hostname", "gloo.ifname", nullptr};
-
 } // namespace
 
 Failure current_failure() noexcept
@@ -103,26 +92,54 @@ Failure current_failure() noexcept
 
 } // namespace tcg
 
-extern "C" __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_module = {
-    TCOMMS_BACKEND_ABI_VERSION,
-    "gloo",
-    "Gloo collectives and point-to-point over TCP (CPU buffers)",
-    1u << TCOMMS_DEVICE_CPU,
-    tcg::honoured_hints,
-    tcg::query,
-    tcg::comm_create,
-    tcg::comm_destroy,
-    tcg::comm_hint,
-    tcg::post,
-    tcg::work_test,
-    tcg::work_wait,
-    tcg::work_free,
-    nullptr, // work_synchronize: work_wait already blocks the host
-    nullptr, // comm_split_nonmember: non-members have nothing to do
-    nullptr, // group_start: posts never block, so a group needs nothing of Gloo
-    nullptr, // group_end
-    nullptr, // mem_alloc: the core's page-aligned host memory
-    nullptr, // mem_free
-    nullptr, // mem_register: nothing to register
-    nullptr, // mem_deregister
-};
+/* The shim's entries (comm.cc, worker.cc) already turn every exception into a status (guard()); these only
+ * give them C names. */
+extern "C" {
+
+const char *const tcg_honoured_hints[] = {"gloo.hostname", "gloo.ifname", nullptr};
+
+tcomms_status_t tcg_query(const tcomms_core_t *core, char *reason, size_t len)
+{
+    tcg::module_core = core;
+    /* libgloo was resolved when the core loaded this module; a CPU needs nothing else. */
+    if (reason && len)
+        reason[0] = '\0';
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcg_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm)
+{
+    return tcg::comm_create(args, bcomm);
+}
+
+tcomms_status_t tcg_comm_destroy(void *bcomm)
+{
+    return tcg::comm_destroy(bcomm);
+}
+
+tcomms_status_t tcg_comm_hint(void *bcomm, const char *key, char *buf, size_t len)
+{
+    return tcg::comm_hint(bcomm, key, buf, len);
+}
+
+tcomms_status_t tcg_post(void *bcomm, const tcomms_coll_args_t *args, void **bwork)
+{
+    return tcg::post(bcomm, args, bwork);
+}
+
+tcomms_status_t tcg_work_test(void *bwork)
+{
+    return tcg::work_test(bwork);
+}
+
+tcomms_status_t tcg_work_wait(void *bwork, uint32_t timeout_ms)
+{
+    return tcg::work_wait(bwork, timeout_ms);
+}
+
+void tcg_work_free(void *bwork)
+{
+    tcg::work_free(bwork);
+}
+
+} // extern "C"

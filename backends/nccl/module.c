@@ -58,7 +58,7 @@ static const char *const honoured_hints[] = {
     NULL};
 
 __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_module = {
-    .abi_version = TCOMMS_BACKEND_ABI_VERSION,
+    .abi = TCOMMS_ABI_INIT(tcomms_backend_t),
     .name = "nccl",
     .description = "NVIDIA NCCL on CUDA device buffers: stream-ordered collectives and point-to-point, groups, "
                    "registration, a watchdog that aborts on timeout",
@@ -80,4 +80,5 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     .mem_free = tcn_mem_free,
     .mem_register = tcn_mem_register,
     .mem_deregister = tcn_mem_deregister,
+    .priority = 20, /* the default for CUDA: the only CUDA module of this tree (docs/backends.md, Selection) */
 };

@@ -7,19 +7,10 @@
 
 #include "tcn.h"
 
-static const char *const coll_names[TCOMMS_COLL_TYPE_COUNT] = {
-    [TCOMMS_COLL_ALL_REDUCE] = "all_reduce", [TCOMMS_COLL_BROADCAST] = "broadcast",
-    [TCOMMS_COLL_REDUCE] = "reduce", [TCOMMS_COLL_ALL_GATHER] = "all_gather",
-    [TCOMMS_COLL_ALL_GATHER_V] = "all_gather_v", [TCOMMS_COLL_REDUCE_SCATTER] = "reduce_scatter",
-    [TCOMMS_COLL_REDUCE_SCATTER_V] = "reduce_scatter_v", [TCOMMS_COLL_ALL_TO_ALL] = "all_to_all",
-    [TCOMMS_COLL_ALL_TO_ALL_V] = "all_to_all_v", [TCOMMS_COLL_GATHER] = "gather",
-    [TCOMMS_COLL_SCATTER] = "scatter", [TCOMMS_COLL_BARRIER] = "barrier",
-    [TCOMMS_COLL_SEND] = "send", [TCOMMS_COLL_RECV] = "recv",
-};
-
 const char *tcn_coll_name(tcomms_coll_type_t type)
 {
-    return (unsigned)type < TCOMMS_COLL_TYPE_COUNT ? coll_names[type] : "operation";
+    const tcomms_coll_info_t *info = tcn_core != NULL ? tcn_core->coll_info(type) : NULL;
+    return info != NULL ? info->name : "operation";
 }
 
 static const ncclDataType_t nccl_dtype[TCOMMS_DTYPE_COUNT] = {

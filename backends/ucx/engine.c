@@ -23,11 +23,8 @@ static unsigned char empty_message; /* UCX wants a valid address even for zero b
 
 const char *tcu_coll_name(tcomms_coll_type_t type)
 {
-    static const char *const names[TCOMMS_COLL_TYPE_COUNT] = {
-        "all_reduce",       "broadcast",  "reduce",       "all_gather", "all_gather_v", "reduce_scatter",
-        "reduce_scatter_v", "all_to_all", "all_to_all_v", "gather",     "scatter",      "barrier",
-        "send",             "recv"};
-    return (unsigned)type < TCOMMS_COLL_TYPE_COUNT ? names[type] : "operation";
+    const tcomms_coll_info_t *info = tcu_coll_info(type);
+    return info != NULL ? info->name : "operation";
 }
 
 /* ---- messages ------------------------------------------------------------------------------------------------ */
@@ -214,17 +211,9 @@ static void recycle(tcu_task_t *t)
 static int is_big(const tcu_comm_t *c, const tcomms_coll_args_t *a, size_t esize)
 {
     size_t bytes = a->count * esize;
-    switch (a->type) {
-    case TCOMMS_COLL_ALL_GATHER:
-    case TCOMMS_COLL_REDUCE_SCATTER:
-    case TCOMMS_COLL_ALL_TO_ALL:
-    case TCOMMS_COLL_GATHER:
-    case TCOMMS_COLL_SCATTER:
+    const tcomms_coll_info_t *info = tcu_coll_info(a->type);
+    if (info->count_arrays == 0 && (info->flags & (TCOMMS_COLL_SEND_PER_RANK | TCOMMS_COLL_RECV_PER_RANK)))
         bytes *= (size_t)c->size;
-        break;
-    default:
-        break;
-    }
     return bytes >= BIG_BYTES;
 }
 
@@ -367,8 +356,7 @@ int tcu_task_check_shape(tcu_task_t *t)
 
 static int is_reducing(tcomms_coll_type_t type)
 {
-    return type == TCOMMS_COLL_ALL_REDUCE || type == TCOMMS_COLL_REDUCE || type == TCOMMS_COLL_REDUCE_SCATTER ||
-           type == TCOMMS_COLL_REDUCE_SCATTER_V;
+    return (tcu_coll_info(type)->flags & TCOMMS_COLL_REDUCES) != 0;
 }
 
 /* AVG reduced as SUM; divide where the result landed (a.count is this rank's result length for every type). */
@@ -471,9 +459,7 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
         return c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx %s on '%s': out of memory for a task",
                               tcu_coll_name(a->type), c->name);
     t->a = *a;
-    int v = a->type == TCOMMS_COLL_ALL_GATHER_V || a->type == TCOMMS_COLL_REDUCE_SCATTER_V ||
-            a->type == TCOMMS_COLL_ALL_TO_ALL_V;
-    if (!v)
+    if (tcu_coll_info(a->type)->count_arrays == 0)
         t->a.sendcounts = t->a.sdispls = t->a.recvcounts = t->a.rdispls = NULL;
     else if (keep_arrays(t, c->size) != 0) {
         tcu_task_destroy(t);

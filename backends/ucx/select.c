@@ -126,9 +126,9 @@ tcomms_status_t tcu_select_init(tcu_comm_t *c)
 
 static size_t message_bytes(const tcu_comm_t *c, const tcomms_coll_args_t *a, size_t esize)
 {
-    const size_t *counts = a->type == TCOMMS_COLL_ALL_TO_ALL_V ? a->sendcounts : a->recvcounts;
-    if (a->type != TCOMMS_COLL_ALL_GATHER_V && a->type != TCOMMS_COLL_REDUCE_SCATTER_V &&
-        a->type != TCOMMS_COLL_ALL_TO_ALL_V)
+    int arrays = tcu_coll_info(a->type)->count_arrays;
+    const size_t *counts = arrays == 2 ? a->sendcounts : a->recvcounts;
+    if (arrays == 0)
         return a->count * esize;
     size_t total = 0;
     for (int r = 0; r < c->size; r++)

@@ -191,6 +191,13 @@ void tcu_task_destroy(tcu_task_t *t);
 tcomms_status_t tcu_task_report(tcu_task_t *t);
 /* Mark `c` broken by `status` (the first error wins); running tasks are failed by the next sweep. Lock held. */
 void tcu_comm_break(tcu_comm_t *c, tcomms_status_t status, const char *msg);
+/* The core this module was queried by (set by query(), which the core calls before anything else): its
+ * description of each operation is the module's too. */
+extern const tcomms_core_t *tcu_core;
+static inline const tcomms_coll_info_t *tcu_coll_info(tcomms_coll_type_t type)
+{
+    return tcu_core->coll_info(type);
+}
 const char *tcu_coll_name(tcomms_coll_type_t type);
 
 /* ---- select.c ------------------------------------------------------------------------------------------------- */

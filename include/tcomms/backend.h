@@ -1,21 +1,49 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The contract between the tcomms core and a backend module (tcomms_<name>.so in $(pkglibdir) or
  * TCOMMS_BACKEND_PATH). A module exports one symbol, `tcomms_backend_module`, a tcomms_backend_t. The core checks
- * abi_version before reading anything else, calls query() once, and validates every argument before calling an
+ * its `abi` header before reading anything else, calls query() once, and validates every argument before calling an
  * operation, so backends trust what they are given. Backends reach shared services (logging, errors, dtype table,
  * reductions, the rendezvous store) through the tcomms_core_t they receive, never by linking libtcomms. */
 #ifndef TCOMMS_BACKEND_H
 #define TCOMMS_BACKEND_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <tcomms/tcomms.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
-#define TCOMMS_BACKEND_ABI_VERSION 6u
+/* The ABI is versioned by parts, as UCX's field_mask and NCCL's versioned plugin tables are, so that adding an
+ * entry does not break every module built before it:
+ * - MINOR grows when fields are appended to tcomms_backend_t or tcomms_core_t (never inserted, removed or
+ *   retyped). A module built for an older minor still loads: the core reads only the bytes its table declares
+ *   (abi.size) and treats every later field as 0/NULL, the "not offered" of an optional entry.
+ * - MAJOR grows on any other change (a field of the argument structs below inserted, removed or retyped; appending
+ *   one is a minor change: the core fills the newest layout, and an older module reads the part it knows). A module of another major, or of a newer minor than the core's, is refused with TCOMMS_ERR_ABI.
+ * Major 7 follows the single version number 6 that came before, in the same first 4 bytes, so a core of either
+ * scheme refuses a module of the other by its first field alone. Minor history: 7.0, the entries of ABI 6;
+ * 7.1, tcomms_backend_t.priority, tcomms_core_t.coll_info and tcomms_coll_args_t.seq (appended to a struct
+ * the core fills: a module of 7.0 reads the part it knows). */
+#define TCOMMS_BACKEND_ABI_MAJOR 7u
+#define TCOMMS_BACKEND_ABI_MINOR 1u
+
+/* The first member of tcomms_backend_t and tcomms_core_t: which ABI the table was built against, and its size
+ * then. */
+typedef struct tcomms_abi {
+    uint32_t major;
+    uint32_t minor;
+    uint32_t size; /* sizeof the table as its builder saw it: fields at or past this offset do not exist */
+} tcomms_abi_t;
+
+/* The `abi` header of a table of `type` built against this header: `.abi = TCOMMS_ABI_INIT(tcomms_backend_t)`. */
+#define TCOMMS_ABI_INIT(type) {TCOMMS_BACKEND_ABI_MAJOR, TCOMMS_BACKEND_ABI_MINOR, (uint32_t)sizeof(type)}
+
+/* Whether `field` of the table `*ptr` (of `type`) lies within the size its builder declared; a module may use it
+ * on the tcomms_core_t it receives, e.g. TCOMMS_ABI_HAS(core, tcomms_core_t, op_name). */
+#define TCOMMS_ABI_HAS(ptr, type, field) \
+    (offsetof(type, field) + sizeof(((type *)0)->field) <= (size_t)(ptr)->abi.size)
 
 #define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
 
@@ -33,81 +61,6 @@ typedef enum tcomms_log_level {
 typedef void (*tcomms_reduce_fn_t)(void *c, const void *a, const void *b, size_t n);
 
 typedef struct tcomms_store tcomms_store_t;
-
-/* Services the core lends to backends. */
-typedef struct tcomms_core {
-    uint32_t abi_version;
-    /* Log to stderr when `level` <= TCOMMS_LOG_LEVEL (or TCOMMS_<BACKEND>_LOG_LEVEL). */
-    void (*log)(tcomms_log_level_t level, const char *who, const char *fmt, ...)
-#if defined(__GNUC__)
-        __attribute__((format(printf, 3, 4)))
-#endif
-        ;
-    /* Set this thread's detailed message and return `status`, for `return core->error(...)`. */
-    tcomms_status_t (*error)(tcomms_status_t status, const char *fmt, ...)
-#if defined(__GNUC__)
-        __attribute__((format(printf, 2, 3)))
-#endif
-        ;
-    /* Bytes per element of `dtype`. */
-    size_t (*dtype_size)(tcomms_dtype_t dtype);
-    /* The reduction kernel for (dtype, op); never NULL for valid arguments. */
-    tcomms_reduce_fn_t (*reduce_fn)(tcomms_dtype_t dtype, tcomms_op_t op);
-    /* Divide n elements in place by `divisor` (the AVG epilogue). */
-    void (*avg_finish)(void *buf, size_t n, tcomms_dtype_t dtype, int divisor);
-    /* The rendezvous store. Keys are plain strings; values are bytes. get() waits for the key up to timeout_ms and
-     * returns a malloc'ed copy the caller frees. */
-    tcomms_status_t (*store_set)(tcomms_store_t *s, const char *key, const void *value, size_t len);
-    tcomms_status_t (*store_get)(tcomms_store_t *s, const char *key, void **value, size_t *len, uint32_t timeout_ms);
-    tcomms_status_t (*store_wait)(tcomms_store_t *s, const char *const *keys, size_t nkeys, uint32_t timeout_ms);
-    tcomms_status_t (*store_add)(tcomms_store_t *s, const char *key, int64_t delta, int64_t *result);
-    tcomms_status_t (*store_del)(tcomms_store_t *s, const char *key);
-    /* The value of canonical hint `key` in `hints` (may be NULL), or TCOMMS_ERR_NOT_FOUND. */
-    tcomms_status_t (*hints_get)(const tcomms_hints_t *hints, const char *key, const char **value);
-    /* Iterate the entries of `hints` (may be NULL: 0 entries), so a backend can reject namespaced keys it does not
-     * know at creation. */
-    size_t (*hints_count)(const tcomms_hints_t *hints);
-    tcomms_status_t (*hints_entry)(const tcomms_hints_t *hints, size_t i, const char **key, const char **value);
-    /* (ABI 4) Every rank's `len` bytes on every one of `size` ranks, through rank 0, under keys starting with
-     * `prefix`: about 3N store requests instead of the N^2 of every rank reading every key. vals[r] and lens[r]
-     * for r < size, each malloc'ed (the caller frees them). On failure, *missing is the rank waited for (rank 0
-     * waits for each rank, the others for rank 0), -1 for none. */
-    tcomms_status_t (*store_allgather)(tcomms_store_t *s, const char *prefix, int rank, int size, const void *mine,
-                                       size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing);
-    /* (ABI 5) The names tcomms_dtype_name and tcomms_op_name give, for messages. */
-    const char *(*dtype_name)(tcomms_dtype_t dtype);
-    const char *(*op_name)(tcomms_op_t op);
-} tcomms_core_t;
-
-/* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent
- * communicator and `parent_ranks` lists the child's members as parent ranks; both are NULL for a root. The
- * children of one split call have disjoint member lists, so parent_ranks[0] identifies the child among them (a
- * color for ncclCommSplit) and `rank` orders it (the key). */
-typedef struct tcomms_backend_comm_args {
-    const tcomms_core_t *core;
-    const char *name;          /* the communicator's name, for messages */
-    const char *prefix;        /* a store-key prefix unique to this creation and identical on its members; the core
-                                  deletes the keys under it once every member's creation has returned, so use it
-                                  during creation only */
-    tcomms_store_t *store;
-    int rank, size;
-    int local_rank, local_size; /* (local_size: ABI 6) this rank's index among the members on its host, and their
-                                   number, as the core's rendezvous found them (the launcher's variables only
-                                   cross-check them); a split's non-member gets the parent's */
-    const int *hosts;          /* (ABI 6) hosts[r] for r < size: equal for members on one host, different
-                                  otherwise (an id, not an index: do not count on its range); NULL for a split's
-                                  non-member. Valid during comm_create only: copy what is needed later. */
-    tcomms_device_t device;    /* index >= 0; a CUDA device asked as -1 arrives as local_rank: take it modulo the
-                                  number of visible devices */
-    const char *master_addr;   /* may be NULL (user store, or size 1) */
-    uint32_t timeout_ms;
-    const tcomms_hints_t *hints;
-    void *parent;
-    const int *parent_ranks;
-    const char *comm_prefix;   /* the communicator's own prefix, kept while it lives (ABI 3): keys a backend needs
-                                  later (e.g. per-split agreements on the parent) go under it, never under
-                                  "<comm_prefix>/s" or "<comm_prefix>/create", which the core uses */
-} tcomms_backend_comm_args_t;
 
 typedef enum tcomms_coll_type {
     TCOMMS_COLL_ALL_REDUCE,
@@ -151,6 +104,84 @@ typedef struct tcomms_coll_info {
  * modules, which do not, reach the same table through tcomms_core_t. */
 TCOMMS_API const tcomms_coll_info_t *tcomms_coll_info(tcomms_coll_type_t type);
 
+/* Services the core lends to backends. Every entry is set; `abi` says which minor the core implements, and a
+ * module never gets an older one than it was built for (the loader refuses such a module). */
+typedef struct tcomms_core {
+    tcomms_abi_t abi;          /* TCOMMS_ABI_INIT(tcomms_core_t) */
+    /* Log to stderr when `level` <= TCOMMS_LOG_LEVEL (or TCOMMS_<BACKEND>_LOG_LEVEL). */
+    void (*log)(tcomms_log_level_t level, const char *who, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 3, 4)))
+#endif
+        ;
+    /* Set this thread's detailed message and return `status`, for `return core->error(...)`. */
+    tcomms_status_t (*error)(tcomms_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 2, 3)))
+#endif
+        ;
+    /* Bytes per element of `dtype`. */
+    size_t (*dtype_size)(tcomms_dtype_t dtype);
+    /* The reduction kernel for (dtype, op); never NULL for valid arguments. */
+    tcomms_reduce_fn_t (*reduce_fn)(tcomms_dtype_t dtype, tcomms_op_t op);
+    /* Divide n elements in place by `divisor` (the AVG epilogue). */
+    void (*avg_finish)(void *buf, size_t n, tcomms_dtype_t dtype, int divisor);
+    /* The rendezvous store. Keys are plain strings; values are bytes. get() waits for the key up to timeout_ms and
+     * returns a malloc'ed copy the caller frees. */
+    tcomms_status_t (*store_set)(tcomms_store_t *s, const char *key, const void *value, size_t len);
+    tcomms_status_t (*store_get)(tcomms_store_t *s, const char *key, void **value, size_t *len, uint32_t timeout_ms);
+    tcomms_status_t (*store_wait)(tcomms_store_t *s, const char *const *keys, size_t nkeys, uint32_t timeout_ms);
+    tcomms_status_t (*store_add)(tcomms_store_t *s, const char *key, int64_t delta, int64_t *result);
+    tcomms_status_t (*store_del)(tcomms_store_t *s, const char *key);
+    /* The value of canonical hint `key` in `hints` (may be NULL), or TCOMMS_ERR_NOT_FOUND. */
+    tcomms_status_t (*hints_get)(const tcomms_hints_t *hints, const char *key, const char **value);
+    /* Iterate the entries of `hints` (may be NULL: 0 entries), so a backend can reject namespaced keys it does not
+     * know at creation. */
+    size_t (*hints_count)(const tcomms_hints_t *hints);
+    tcomms_status_t (*hints_entry)(const tcomms_hints_t *hints, size_t i, const char **key, const char **value);
+    /* (ABI 4; 7.0) Every rank's `len` bytes on every one of `size` ranks, through rank 0, under keys starting with
+     * `prefix`: about 3N store requests instead of the N^2 of every rank reading every key. vals[r] and lens[r]
+     * for r < size, each malloc'ed (the caller frees them). On failure, *missing is the rank waited for (rank 0
+     * waits for each rank, the others for rank 0), -1 for none. */
+    tcomms_status_t (*store_allgather)(tcomms_store_t *s, const char *prefix, int rank, int size, const void *mine,
+                                       size_t len, uint32_t timeout_ms, void **vals, size_t *lens, int *missing);
+    /* (ABI 5; 7.0) The names tcomms_dtype_name and tcomms_op_name give, for messages. */
+    const char *(*dtype_name)(tcomms_dtype_t dtype);
+    const char *(*op_name)(tcomms_op_t op);
+    /* (7.1) tcomms_coll_info: what each operation is (its name, whether it reduces, has a root, count arrays). */
+    const tcomms_coll_info_t *(*coll_info)(tcomms_coll_type_t type);
+} tcomms_core_t;
+
+/* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent
+ * communicator and `parent_ranks` lists the child's members as parent ranks; both are NULL for a root. The
+ * children of one split call have disjoint member lists, so parent_ranks[0] identifies the child among them (a
+ * color for ncclCommSplit) and `rank` orders it (the key). */
+typedef struct tcomms_backend_comm_args {
+    const tcomms_core_t *core;
+    const char *name;          /* the communicator's name, for messages */
+    const char *prefix;        /* a store-key prefix unique to this creation and identical on its members; the core
+                                  deletes the keys under it once every member's creation has returned, so use it
+                                  during creation only */
+    tcomms_store_t *store;
+    int rank, size;
+    int local_rank, local_size; /* (local_size: ABI 6) this rank's index among the members on its host, and their
+                                   number, as the core's rendezvous found them (the launcher's variables only
+                                   cross-check them); a split's non-member gets the parent's */
+    const int *hosts;          /* (ABI 6) hosts[r] for r < size: equal for members on one host, different
+                                  otherwise (an id, not an index: do not count on its range); NULL for a split's
+                                  non-member. Valid during comm_create only: copy what is needed later. */
+    tcomms_device_t device;    /* index >= 0; a CUDA device asked as -1 arrives as local_rank: take it modulo the
+                                  number of visible devices */
+    const char *master_addr;   /* may be NULL (user store, or size 1) */
+    uint32_t timeout_ms;
+    const tcomms_hints_t *hints;
+    void *parent;
+    const int *parent_ranks;
+    const char *comm_prefix;   /* the communicator's own prefix, kept while it lives (ABI 3): keys a backend needs
+                                  later (e.g. per-split agreements on the parent) go under it, never under
+                                  "<comm_prefix>/s" or "<comm_prefix>/create", which the core uses */
+} tcomms_backend_comm_args_t;
+
 /* One operation, validated by the core. Field use per type follows the public API: `count` is the element count
  * per rank (sendcount for gathers, recvcount for scatters/reduce_scatter, the per-peer block for all_to_all);
  * v-variants use the count/displacement arrays (never NULL: the core fills packed displacements). `in_place` is
@@ -168,7 +199,7 @@ typedef struct tcomms_coll_args {
     uint32_t timeout_ms;       /* resolved: never 0 */
     void *stream;              /* the caller's stream (device backends); NULL = the legacy default stream */
     uint32_t flags;            /* TCOMMS_COLL_FLAG_* */
-    uint64_t seq;              /* the operation's number among those posted on this communicator by this
+    uint64_t seq;              /* (7.1) the operation's number among those posted on this communicator by this
                                   rank, from 1: the number the core's trace line gives it, for a backend's own */
 } tcomms_coll_args_t;
 
@@ -176,18 +207,28 @@ typedef struct tcomms_coll_args {
  * group), so a device backend may order the operation on the caller's stream directly. */
 #define TCOMMS_COLL_FLAG_BLOCKING (1u << 0)
 
+/* Fill it with designated initialisers, `.abi = TCOMMS_ABI_INIT(tcomms_backend_t), .name = ...`, never by
+ * position: entries may be appended in any minor, and an entry left out is NULL (optional) or refused at load
+ * (required). A C++ module defines the table in a small C file (backends/gloo/table.c) until C++20 can. */
 typedef struct tcomms_backend {
-    uint32_t abi_version;      /* TCOMMS_BACKEND_ABI_VERSION: checked before any other field is read */
-    const char *name;
+    tcomms_abi_t abi;          /* TCOMMS_ABI_INIT(tcomms_backend_t): checked before any other field is read */
+    /* ---- 7.0: name, device_types, comm_create, comm_destroy, post and work_* are required (a module lacking
+     * one is refused at load); the others may be NULL ---- */
+    const char *name;          /* for messages; normally that of its file, tcomms_<name>.so, which is what a
+                                  selection names and what hints "<name>.<key>" are accepted for (the core checks
+                                  only that such a module exists; the module checks its own keys) */
     const char *description;
-    uint32_t device_types;     /* bit (1u << tcomms_device_type_t) for each type served */
+    uint32_t device_types;     /* bit (1u << tcomms_device_type_t) for each type served; not 0 */
     const char *const *hints;  /* NULL-terminated list of hint keys this backend honours, for tcomms-info */
-    /* Can this backend run here? Write a reason into `reason` and return non-SUCCESS to decline. */
+    /* Can this backend run here? Write a reason into `reason` and return non-SUCCESS to decline. Optional: NULL
+     * accepts. Called only for a module that is selected or is the next default candidate, never merely to read
+     * its table, so a GPU module does not initialise its driver in a CPU-only program. */
     tcomms_status_t (*query)(const tcomms_core_t *core, char *reason, size_t len);
     /* Collective over the members: create, then run a barrier so the communicator is ready on return. */
     tcomms_status_t (*comm_create)(const tcomms_backend_comm_args_t *args, void **bcomm);
     tcomms_status_t (*comm_destroy)(void *bcomm);
-    /* The applied value of a canonical hint key, or TCOMMS_ERR_NOT_SUPPORTED for "not applicable". */
+    /* The applied value of a canonical hint key, or TCOMMS_ERR_NOT_SUPPORTED for "not applicable". Optional:
+     * NULL reads "not applicable" for every key. */
     tcomms_status_t (*comm_hint)(void *bcomm, const char *key, char *buf, size_t len);
     /* Start an operation; *bwork is its handle. `args` and the arrays it points to belong to the caller and may be
      * freed as soon as post() returns: copy what the operation needs later. */
@@ -214,6 +255,13 @@ typedef struct tcomms_backend {
      * registration, and NOT_SUPPORTED for TCOMMS_MEM_REG_WINDOW. */
     tcomms_status_t (*mem_register)(void *bcomm, void *buf, size_t bytes, unsigned flags, void **handle);
     tcomms_status_t (*mem_deregister)(void *bcomm, void *handle);
+
+    /* ---- 7.1 ---- */
+    /* Rank among the modules serving a device type when no selection names one (Open MPI's comm_query
+     * priority, UCC's score): the greatest wins, ties go to the name first in strcmp order, and a module that
+     * declines makes way for the next. A 7.0 module has 0. The modules of this tree use 10 (gloo), 20 (ucx),
+     * 20 (nccl); docs/backends.md says why. */
+    int32_t priority;
 } tcomms_backend_t;
 
 #ifdef __cplusplus

@@ -48,7 +48,8 @@ typedef enum tcomms_status {
     TCOMMS_ERR_REMOTE = -9,                 /* a peer closed its connection or failed */
     TCOMMS_ERR_ABORTED = -10,               /* the communicator is in an error state after an earlier failure */
     TCOMMS_ERR_PROTOCOL = -11,              /* a malformed or refused message (store protocol, wrong token) */
-    TCOMMS_ERR_ABI = -12,                   /* a backend module was built for another ABI version */
+    TCOMMS_ERR_ABI = -12,                   /* a backend module was built for another ABI major, a newer minor, or
+                                             * lacks a required entry (include/tcomms/backend.h) */
     TCOMMS_ERR_NOT_FOUND = -13,             /* a store key does not exist */
     TCOMMS_ERR_INTERNAL = -14,
     TCOMMS_ERR_NOT_BOUND = -15,             /* the communicator is not bound to a device of that type (split, ops) */

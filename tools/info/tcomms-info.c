@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms-info: what this installation can do: version, where modules are searched, which load, which decline and
- * why, the device types each serves and the hints each honours. Exit status 0 when at least one backend loads. */
+ * why, the ABI, device types and priority of each, the hints each honours, and the default per device type that
+ * those priorities give. Exit status 0 when at least one backend loads. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,24 +15,29 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: tcomms-info [-h|--help] [--version]\n"
                  "Lists the backend modules found in TCOMMS_BACKEND_PATH, the build tree (when run from it) and the\n"
-                 "install directory, whether each loads (and why not), the device types it serves and the hints it\n"
-                 "honours.\n");
+                 "install directory, whether each loads (and why not), its ABI, the device types it serves, its\n"
+                 "priority for the default selection and the hints it honours.\n");
 }
 
 static void print_module(const tc_module_info_t *m)
 {
     printf("  %-8s %s\n", m->name, m->status == TCOMMS_SUCCESS ? "available" : "unavailable");
     printf("    file:    %s\n", m->path[0] ? m->path : "(none)");
-    if (m->backend == NULL) {
+    if (m->backend == NULL)
         printf("    reason:  %s\n", m->reason);
+    if (m->table == NULL)
         return;
-    }
-    printf("    about:   %s\n", m->backend->description ? m->backend->description : "");
+    /* A module that declines still has a table: what it would serve is worth seeing. */
+    printf("    ABI:     %u.%u\n", m->table->abi.major, m->table->abi.minor);
+    printf("    about:   %s\n", m->table->description ? m->table->description : "");
     printf("    devices:");
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
-        if (m->backend->device_types & (1u << t))
+        if (m->table->device_types & (1u << t))
             printf(" %s", tcomms_device_type_name((tcomms_device_type_t)t));
-    printf("\n    hints:  ");
+    printf("\n    priority: %d\n", (int)m->table->priority);
+    if (m->backend == NULL)
+        return;
+    printf("    hints:  ");
     int any = 0;
     for (const char *const *h = m->backend->hints; h != NULL && *h != NULL; h++, any = 1)
         printf(" %s", *h);
@@ -68,6 +74,17 @@ int main(int argc, char **argv)
     }
     if (n == 0)
         printf("  (no tcomms_<name>.so module in the search path)\n");
-    printf("default selection: cpu -> ucx, then gloo; cuda -> nccl (override with TCOMMS_BACKEND)\n");
+    /* The order tc_backend_default tries, among the modules that loaded here. */
+    printf("default selection (by priority; override with TCOMMS_BACKEND):");
+    size_t *order = n ? malloc(n * sizeof(*order)) : NULL;
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
+        size_t k = order ? tc_backend_order(mods, n, (tcomms_device_type_t)t, 1, order) : 0;
+        printf("%s %s ->", t ? ";" : "", tcomms_device_type_name((tcomms_device_type_t)t));
+        for (size_t j = 0; j < k; j++)
+            printf("%s %s", j ? "," : "", mods[order[j]].name);
+        printf("%s", k ? "" : " (none)");
+    }
+    printf("\n");
+    free(order);
     return available > 0 ? 0 : 1;
 }
