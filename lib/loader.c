@@ -509,3 +509,31 @@ tcomms_status_t tc_selection_parse(const char *spec, tc_selection_t *sel)
             return TCOMMS_SUCCESS;
     return tc_error(TCOMMS_ERR_INVALID_ARG, "backend selection '%s' names no backend", spec);
 }
+
+tcomms_status_t tcomms_backend_default(tcomms_device_type_t type, const char **name)
+{
+    if (name == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_backend_default: name is NULL");
+    *name = NULL;
+    if ((unsigned)type >= TCOMMS_DEVICE_TYPE_COUNT)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_backend_default: device type %d is not a "
+                        "tcomms_device_type_t", (int)type);
+    const tcomms_backend_t *be = NULL;
+    tcomms_status_t st = tc_backend_default(type, &be);
+    if (st == TCOMMS_SUCCESS)
+        *name = be->name;
+    return st;
+}
+
+tcomms_status_t tcomms_backend_device_types(const char *name, uint32_t *types)
+{
+    if (name == NULL || types == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_backend_device_types: %s is NULL",
+                        name == NULL ? "name" : "types");
+    *types = 0;
+    const tcomms_backend_t *be = NULL;
+    tcomms_status_t st = tc_backend_open(name, &be);
+    if (st == TCOMMS_SUCCESS)
+        *types = be->device_types;
+    return st;
+}

@@ -242,6 +242,15 @@ TCOMMS_API tcomms_status_t tcomms_comm_local_rank(const tcomms_comm_t *comm, int
 TCOMMS_API tcomms_status_t tcomms_comm_local_size(const tcomms_comm_t *comm, int *local_size);
 TCOMMS_API tcomms_status_t tcomms_comm_name(const tcomms_comm_t *comm, const char **name);
 TCOMMS_API tcomms_status_t tcomms_comm_device(const tcomms_comm_t *comm, tcomms_device_t *device);
+/* The backend module a communicator takes for device `type` when no selection names one: of the modules in the
+ * search path serving `type`, the one of greatest priority that can run here (docs/backends.md, "Selection").
+ * *name is the module's name ("ucx"), valid for the life of the process. TCOMMS_ERR_BACKEND_UNAVAILABLE with each
+ * candidate's reason when none can. For bindings that build a selection themselves (the torch backend). */
+TCOMMS_API tcomms_status_t tcomms_backend_default(tcomms_device_type_t type, const char **name);
+/* The device types module `name` serves (bit 1u << type for each), read without starting the module:
+ * TCOMMS_ERR_BACKEND_UNAVAILABLE naming the search path when no such module opens. */
+TCOMMS_API tcomms_status_t tcomms_backend_device_types(const char *name, uint32_t *types);
+
 /* The name of the backend serving `type`, or TCOMMS_ERR_NO_BACKEND_FOR_DEVICE. */
 TCOMMS_API tcomms_status_t tcomms_comm_backend(const tcomms_comm_t *comm, tcomms_device_type_t type,
                                                const char **name);
