@@ -6,7 +6,7 @@
 # transports (test_ucx_config), ranks disagreeing about a call (test_mismatch), the TCOMMS_CHECK_CALLS check
 # (test_call_check), sends that must complete while their receiver is away from tcomms (test_away), released
 # handles used again (test_handles), exact integer AVG (test_avg), node-local ranks from the rendezvous
-# (test_topo). They share the fork harness and reference in tests/libmrank.la, and use only the public API except
+# (test_topo), tcomms_comm_abort and the failure state every backend shares (test_abort). They share the fork harness and reference in tests/libmrank.la, and use only the public API except
 # where noted.
 # make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
@@ -22,7 +22,7 @@ tests_libmrank_la_CFLAGS = $(mrank_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
 	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
-	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo
+	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo tests/test_abort
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -94,6 +94,11 @@ tests_peer_death_prog_SOURCES = tests/peer_death_prog.c
 tests_peer_death_prog_CPPFLAGS = $(mrank_cppflags)
 tests_peer_death_prog_CFLAGS = $(mrank_cflags)
 tests_peer_death_prog_LDADD = lib/libtcomms.la $(CHECK_LIBS)
+
+tests_test_abort_SOURCES = tests/test_abort.c
+tests_test_abort_CPPFLAGS = $(mrank_cppflags)
+tests_test_abort_CFLAGS = $(mrank_cflags) -pthread
+tests_test_abort_LDADD = $(mrank_ldadd) -lpthread
 
 tests_test_handles_SOURCES = tests/test_handles.c
 tests_test_handles_CPPFLAGS = $(mrank_cppflags)

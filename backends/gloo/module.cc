@@ -125,4 +125,5 @@ extern "C" __attribute__((visibility("default"))) const tcomms_backend_t tcomms_
     nullptr, // mem_free
     nullptr, // mem_register: nothing to register
     nullptr, // mem_deregister
+    tcg::comm_abort,
 };

@@ -80,4 +80,5 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     .mem_free = tcn_mem_free,
     .mem_register = tcn_mem_register,
     .mem_deregister = tcn_mem_deregister,
+    .comm_abort = tcn_comm_abort,
 };

@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to tcomms_backend_t, tcomms_core_t or the argument structs below. */
-#define TCOMMS_BACKEND_ABI_VERSION 6u
+#define TCOMMS_BACKEND_ABI_VERSION 7u
 
 #define TCOMMS_BACKEND_SYMBOL "tcomms_backend_module"
 
@@ -188,7 +188,31 @@ typedef struct tcomms_backend {
      * registration, and NOT_SUPPORTED for TCOMMS_MEM_REG_WINDOW. */
     tcomms_status_t (*mem_register)(void *bcomm, void *buf, size_t bytes, unsigned flags, void **handle);
     tcomms_status_t (*mem_deregister)(void *bcomm, void *handle);
+    /* (ABI 7) End every pending operation of `bcomm` promptly: each one's work_test/wait/synchronize returns
+     * TCOMMS_ERR_ABORTED (one already complete keeps its status) within about a second, and stops using the
+     * caller's buffers before it does. Called at most once per communicator, from any thread, while other threads
+     * may be inside post(), work_wait() or work_test() on it; never concurrently with comm_destroy. Must return
+     * within a bound of its own whatever the peers do (a blocking library call goes on a thread of its own and is
+     * left behind after the bound, as backends/nccl/end.c does). Affects `bcomm` only: neither its split children
+     * nor its parent. Later calls on it (post, comm_destroy) must still work; the core refuses new operations
+     * itself. Fallback: pending operations end at their timeouts. */
+    tcomms_status_t (*comm_abort)(void *bcomm);
 } tcomms_backend_t;
+
+/* ---- what the core does for every backend, and what it leaves to it ----------------------------------------------
+ * Failure. The core keeps whether a communicator failed and the first error's message (lib/comm_state.c): a final
+ * error returned by work_test/wait/synchronize, an error of post() other than INVALID_ARG, NOT_SUPPORTED,
+ * NO_MEMORY and MISMATCH, or tcomms_comm_abort. From then on the core answers every operation and split on that
+ * communicator with TCOMMS_ERR_ABORTED naming the first error, before the backend sees the call. A backend only
+ * reports: it returns its errors with a message (core->error), and fails its own running operations when its
+ * transport is no longer consistent (a lost peer, a timeout that leaves messages in flight), as only it can tell.
+ * Lifetime. A work handle may outlive its communicator: the core holds its own reference for the handle, and the
+ * backend must keep `bwork` valid after comm_destroy(bcomm) until work_free(bwork): work_test/wait/synchronize on it
+ * return its final status without touching the destroyed communicator. comm_destroy waits for running operations
+ * (each up to its timeout) and must not free what a handle still needs.
+ * Threads. The core serialises nothing: the public API asks callers to serialise calls on one communicator, but
+ * work handles of one communicator may be waited for on different threads, a progress thread of the backend's own
+ * runs beside them, and comm_abort may come from any thread at any time. */
 
 #ifdef __cplusplus
 }
