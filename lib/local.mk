@@ -3,9 +3,9 @@
 # libtcomms.so, which exports only the public API (everything else is hidden).
 noinst_LTLIBRARIES = lib/libtccore.la lib/libtcreduce.la
 lib_libtccore_la_SOURCES = \
-	lib/avg.c lib/avg.h lib/call_check.c lib/call_check.h lib/coll.c lib/comm.c lib/comm.h lib/comm_state.c lib/comm_state.h lib/core.c lib/dtype.c \
-	lib/dtype.h lib/env.c lib/env.h lib/error.c lib/error.h lib/group.c lib/group.h lib/handle.c lib/handle.h \
-	lib/hints.c lib/hints.h lib/loader.c \
+	lib/avg.c lib/avg.h lib/call_check.c lib/call_check.h lib/coll.c lib/comm.c lib/comm.h lib/comm_state.c \
+	lib/comm_state.h lib/core.c lib/dtype.c lib/dtype.h lib/env.c lib/env.h lib/error.c lib/error.h lib/group.c \
+	lib/group.h lib/handle.c lib/handle.h lib/hints.c lib/hints.h lib/loader.c \
 	lib/loader.h lib/log.c lib/log.h lib/mem.c lib/split.c lib/store.c lib/store.h lib/store_client.c \
 	lib/store_coll.c lib/store_impl.h lib/store_proto.h lib/store_request.c lib/store_server.c \
 	lib/store_server_impl.h lib/store_table.c lib/store_table.h lib/store_user.c lib/work.c lib/work.h

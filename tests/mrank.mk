@@ -6,8 +6,8 @@
 # transports (test_ucx_config), ranks disagreeing about a call (test_mismatch), the TCOMMS_CHECK_CALLS check
 # (test_call_check), sends that must complete while their receiver is away from tcomms (test_away), released
 # handles used again (test_handles), exact integer AVG (test_avg), node-local ranks from the rendezvous
-# (test_topo), tcomms_comm_abort and the failure state every backend shares (test_abort). They share the fork harness and reference in tests/libmrank.la, and use only the public API except
-# where noted.
+# (test_topo), tcomms_comm_abort and the failure state the core keeps for every backend (test_abort). They share
+# the fork harness and reference in tests/libmrank.la, and use only the public API except where noted.
 # make check runs test_coll on 1-4 ranks; `make check-long` runs it on 1-8 (5-8 oversubscribe a small machine).
 if HAVE_CHECK
 mrank_cppflags = $(AM_CPPFLAGS)
