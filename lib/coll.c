@@ -250,6 +250,8 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     if (work != NULL)
         *work = NULL;
     tcomms_status_t st = tc_comm_check(comm, who, "comm");
+    if (st == TCOMMS_SUCCESS)
+        st = tc_comm_state_check(comm->state, who);
     if (st != TCOMMS_SUCCESS)
         return st;
     tcomms_device_type_t type = comm->device.type;
@@ -276,7 +278,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     st = validate(comm, a, scratch);
     if (st == TCOMMS_SUCCESS && comm->check_calls)
         st = tc_check_call(comm, a, type);
-    tc_posted_t p = {slot->be, NULL, a->timeout_ms, NULL};
+    tc_posted_t p = {.be = slot->be, .timeout_ms = a->timeout_ms, .state = comm->state};
     /* After the call check, which compares what the callers asked for. */
     if (st == TCOMMS_SUCCESS && a->op == TCOMMS_AVG && type == TCOMMS_DEVICE_CPU)
         st = tc_wide_avg_start(a, comm->rank, comm->size, &p.avg);
@@ -290,14 +292,18 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     }
     if (st == TCOMMS_SUCCESS && grouped)
         st = tc_group_join(slot->be);
+    int refused = 0; /* by the backend: its error may say the communicator broke, the core's never do */
     if (st == TCOMMS_SUCCESS)
-        st = slot->be->post(slot->bcomm, a, &p.bwork);
+        refused = (st = slot->be->post(slot->bcomm, a, &p.bwork)) != TCOMMS_SUCCESS;
     if (scratch != stack_scratch)
         free(scratch);
     if (st != TCOMMS_SUCCESS) {
         tc_wide_avg_end(p.avg, st);
+        if (refused && tc_comm_state_breaks_post(st))
+            tc_comm_state_fail(comm->state, st);
         return st;
     }
+    tc_comm_state_ref(p.state);
     if (work != NULL)
         return tc_work_wrap(p, work);
     /* Inside a group a blocking call only queues: tcomms_group_end completes it after the batch is issued. */

@@ -212,6 +212,9 @@ void tc_comm_backend_args(const tcomms_comm_t *comm, int t, const char *prefix, 
 
 tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks)
 {
+    tcomms_status_t made = tc_comm_state_new(comm->name, comm->rank, comm->size, &comm->state);
+    if (made != TCOMMS_SUCCESS)
+        return made;
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
         if (comm->slot[t].be == NULL || !comm->slot[t].bound)
             continue;
@@ -227,6 +230,8 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
             for (int u = 0; u < t; u++)
                 if (comm->slot[u].bcomm != NULL)
                     comm->slot[u].be->comm_destroy(comm->slot[u].bcomm);
+            tc_comm_state_unref(comm->state);
+            comm->state = NULL;
             return st;
         }
     }
@@ -418,7 +423,35 @@ tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm)
             first = st;
     }
     comm_release(comm);
+    tc_comm_state_unref(comm->state); /* work handles still held keep it */
+    comm->state = NULL;
     tc_handle_retire(comm, TC_HANDLE_COMM);
+    return first;
+}
+
+/* The core records the abort first, so every call made from now on is refused before any backend sees it; then
+ * each backend ends what is pending. A backend without comm_abort leaves its pending operations to their
+ * timeouts: say so, since the caller expects them to end now. */
+tcomms_status_t tcomms_comm_abort(tcomms_comm_t *comm)
+{
+    tcomms_status_t first = tc_comm_check(comm, "tcomms_comm_abort", "comm");
+    if (first != TCOMMS_SUCCESS || !tc_comm_state_abort(comm->state))
+        return first; /* a second abort: the backends were told by the first */
+    tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' (rank %d of %d): tcomms_comm_abort", comm->name, comm->rank,
+           comm->size);
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
+        const tc_slot_t *slot = &comm->slot[t];
+        if (slot->bcomm == NULL)
+            continue;
+        if (slot->be->comm_abort == NULL) {
+            tc_log(TCOMMS_LOG_WARN, "core", "communicator '%s': backend '%s' cannot abort; its pending operations "
+                   "end at their timeouts", comm->name, slot->be->name);
+            continue;
+        }
+        tcomms_status_t st = slot->be->comm_abort(slot->bcomm);
+        if (st != TCOMMS_SUCCESS && first == TCOMMS_SUCCESS)
+            first = tc_error_prefix(st, "tcomms_comm_abort: backend '%s' of '%s': ", slot->be->name, comm->name);
+    }
     return first;
 }
 

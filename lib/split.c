@@ -162,7 +162,9 @@ tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int n
      * same number (and tells them) instead of their next one. */
     uint64_t split = ++parent->splits;
     tcomms_comm_t *child = NULL;
-    tcomms_status_t st = check_list(parent, ranks, nranks, out);
+    tcomms_status_t st = tc_comm_state_check(parent->state, "tcomms_comm_split");
+    if (st == TCOMMS_SUCCESS) /* a broken parent still votes, so the other ranks hear why */
+        st = check_list(parent, ranks, nranks, out);
     if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, nranks > 0 ? ranks[0] : -1, name, hints, &child)) !=
                                     TCOMMS_SUCCESS)
         tc_error_prefix(st, "tcomms_comm_split: ");
@@ -228,6 +230,8 @@ tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int ke
     tcomms_comm_t *child = NULL;
     tcomms_status_t st = out == NULL ? tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: out is NULL")
                                      : tc_comm_check_bound(parent, "tcomms_comm_split_color");
+    if (st == TCOMMS_SUCCESS)
+        st = tc_comm_state_check(parent->state, "tcomms_comm_split_color");
     if (st == TCOMMS_SUCCESS && color < 0 && color != TCOMMS_SPLIT_NOCOLOR)
         st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: color %d must be >= 0 or "
                       "TCOMMS_SPLIT_NOCOLOR", color);

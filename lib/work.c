@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Work handles: a backend's in-flight operation plus the timeout it was posted with; the final status is kept so
- * repeated wait/test calls answer the same. Where the core finishes an operation itself (integer AVG), it does so
- * on the first call that sees it complete, and before the handle goes. */
+/* Work handles: a backend's in-flight operation plus the timeout it was posted with and a reference to its
+ * communicator's state, so a handle may outlive its communicator; the final status is kept so repeated wait/test
+ * calls answer the same, and a final error breaks the communicator. Where the core finishes an operation itself
+ * (integer AVG), it does so on the first call that sees it complete, and before the handle goes. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,22 +24,30 @@ static uint32_t with_margin(uint32_t ms)
     return ms > UINT32_MAX - TC_WAIT_MARGIN_MS ? UINT32_MAX : ms + TC_WAIT_MARGIN_MS;
 }
 
-/* Run the core's part of `p` once the backend reported `st` and no longer uses the buffers it was given: a
- * timeout may be the wait's rather than the operation's, so the backend is asked once more. */
-static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st)
+/* Is the error `st`, returned by a wait, the wait's own (a timeout, a wait before its group's end) while the
+ * operation goes on? The backend is asked once more, keeping this thread's message. */
+static int still_running(const tc_posted_t *p, tcomms_status_t st)
 {
-    if (p->avg == NULL || st == TCOMMS_IN_PROGRESS)
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", tcomms_last_error());
+    int running = p->be->work_test(p->bwork) == TCOMMS_IN_PROGRESS;
+    tc_error(st, "%s", msg);
+    return running;
+}
+
+/* Run the core's part of `p` once the backend reported `st` (`tested`: by work_test, whose errors are always the
+ * operation's own): a final error breaks the communicator for good (comm_state.h), and an integer AVG is narrowed
+ * once the backend no longer uses the buffers it was given. */
+static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st, int tested)
+{
+    if (st == TCOMMS_IN_PROGRESS || (st < 0 && !tested && still_running(p, st)))
         return st;
-    if (st == TCOMMS_ERR_TIMEOUT) {
-        char msg[1024];
-        snprintf(msg, sizeof(msg), "%s", tcomms_last_error());
-        int running = p->be->work_test(p->bwork) == TCOMMS_IN_PROGRESS;
-        tc_error(st, "%s", msg);
-        if (running)
-            return st;
+    if (st < 0)
+        tc_comm_state_fail(p->state, st);
+    if (p->avg != NULL) {
+        tc_wide_avg_end(p->avg, st);
+        p->avg = NULL;
     }
-    tc_wide_avg_end(p->avg, st);
-    p->avg = NULL;
     return st;
 }
 
@@ -46,11 +55,13 @@ static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st)
 static tcomms_status_t release(tc_posted_t *p, uint32_t timeout_ms)
 {
     tcomms_status_t st = p->be->work_wait(p->bwork, timeout_ms);
-    finish(p, st);
+    finish(p, st, 0);
     if (p->avg != NULL) /* still running past its own timeout: lose the copy rather than free it under the backend */
         tc_log(TCOMMS_LOG_WARN, "core", "an integer avg still running after %u ms: its int64 copy is leaked",
                timeout_ms);
     p->be->work_free(p->bwork);
+    tc_comm_state_unref(p->state);
+    p->state = NULL;
     return st;
 }
 
@@ -64,7 +75,7 @@ tcomms_status_t tc_work_wrap(tc_posted_t p, tcomms_work_t **out)
     tcomms_work_t *w = malloc(sizeof(*w));
     if (w == NULL) {
         /* The operation is already posted: finish it rather than leak it half-done. */
-        release(&p, with_margin(p.timeout_ms));
+        release(&p, with_margin(p.timeout_ms)); /* drops the state reference too */
         return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory for a work handle (the operation was completed)");
     }
     *w = (tcomms_work_t){tc_handle_magic[TC_HANDLE_WORK], p};
@@ -83,7 +94,7 @@ tcomms_status_t tcomms_work_wait(tcomms_work_t *work, uint32_t timeout_ms)
     if (st != TCOMMS_SUCCESS)
         return st;
     st = work->p.be->work_wait(work->p.bwork, timeout_ms ? timeout_ms : with_margin(work->p.timeout_ms));
-    return finish(&work->p, st);
+    return finish(&work->p, st, 0);
 }
 
 /* A CPU backend's wait already blocks the host, so it is the fallback. */
@@ -95,7 +106,7 @@ tcomms_status_t tcomms_work_synchronize(tcomms_work_t *work, uint32_t timeout_ms
     uint32_t ms = timeout_ms ? timeout_ms : with_margin(work->p.timeout_ms);
     const tcomms_backend_t *be = work->p.be;
     st = be->work_synchronize != NULL ? be->work_synchronize(work->p.bwork, ms) : be->work_wait(work->p.bwork, ms);
-    return finish(&work->p, st);
+    return finish(&work->p, st, 0);
 }
 
 tcomms_status_t tcomms_work_test(tcomms_work_t *work)
@@ -103,7 +114,7 @@ tcomms_status_t tcomms_work_test(tcomms_work_t *work)
     tcomms_status_t st = check(work, "tcomms_work_test");
     if (st != TCOMMS_SUCCESS)
         return st;
-    return finish(&work->p, work->p.be->work_test(work->p.bwork));
+    return finish(&work->p, work->p.be->work_test(work->p.bwork), 1);
 }
 
 /* A running operation whose result the core still writes is waited for: freeing it must not lose the result. */
@@ -114,10 +125,12 @@ tcomms_status_t tcomms_work_free(tcomms_work_t *work)
     tcomms_status_t st = check(work, "tcomms_work_free");
     if (st != TCOMMS_SUCCESS)
         return st;
-    if (work->p.avg != NULL)
+    if (work->p.avg != NULL) {
         release(&work->p, with_margin(work->p.timeout_ms));
-    else
+    } else {
         work->p.be->work_free(work->p.bwork);
+        tc_comm_state_unref(work->p.state);
+    }
     tc_handle_retire(work, TC_HANDLE_WORK);
     return TCOMMS_SUCCESS;
 }

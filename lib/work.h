@@ -6,17 +6,20 @@
 #include <tcomms/backend.h>
 
 #include "avg.h"
+#include "comm_state.h"
 
 /* A posted operation as the core holds it until completion: the backend's work, the timeout it was posted with,
- * and what the core still does when it completes (NULL, or an exact integer AVG to narrow: avg.h). */
+ * what the core still does when it completes (NULL, or an exact integer AVG to narrow: avg.h), and a reference to
+ * its communicator's state, where a final error is recorded even after the communicator was destroyed. */
 typedef struct tc_posted {
     const tcomms_backend_t *be;
     void *bwork;
     uint32_t timeout_ms;
     tc_wide_avg_t *avg;
+    tc_comm_state_t *state;
 } tc_posted_t;
 
-/* Wait for `p` (a blocking call), finish and free it, and return its status. */
+/* Wait for `p` (a blocking call), finish and free it (its state reference too), and return its status. */
 tcomms_status_t tc_work_block(tc_posted_t p);
 /* Wrap `p` into a public handle. */
 tcomms_status_t tc_work_wrap(tc_posted_t p, tcomms_work_t **out);

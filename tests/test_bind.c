@@ -2,7 +2,8 @@
 /* Binding, device routing, split non-members, groups and work_synchronize in the core (lib/comm.c, lib/split.c,
  * lib/coll.c, lib/group.c, lib/work.c), over single-rank fake modules: "fakeok" serves cpu, "fakecuda" serves
  * cuda with every optional ABI entry and counts the core's calls into it (tests/fake_calls.h), "fakecudabare"
- * serves cuda with none. TCOMMS_TEST_MODULES names the directory holding them. */
+ * serves cuda with none. TCOMMS_TEST_MODULES names the directory holding them. Also tcomms_comm_abort where the
+ * module has no comm_abort, and the failure state a failed wait leaves (lib/comm_state.c). */
 #include <check.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -303,6 +304,14 @@ START_TEST(test_group_bracketing)
     assert_message_has("tcomms_group_end");
     ck_assert_int_eq(fc->wait, waits + 2);
     ck_assert_int_eq(fc->live_works, 0);
+    /* that failure broke the communicator for good (lib/comm_state.c): later calls are refused, naming it, before
+     * the backend sees them; the rest goes on with a new one */
+    int posts = fc->post;
+    ck_assert_int_eq(reduce_n(comm, 2, NULL), TCOMMS_ERR_ABORTED);
+    assert_message_has("TCOMMS_ERR_REMOTE");
+    ck_assert_int_eq(fc->post, posts);
+    ck_assert_int_eq(tcomms_comm_destroy(comm), TCOMMS_SUCCESS);
+    comm = make_comm("cpu:fakeok,cuda:fakecuda", 0, NULL);
     /* a backend's group_end failing: still every kept call completes */
     fc->fail_group_end = 1;
     ck_assert_int_eq(tcomms_group_start(), TCOMMS_SUCCESS);
@@ -346,6 +355,30 @@ START_TEST(test_group_without_entries)
 }
 END_TEST
 
+/* tcomms_comm_abort on a module without comm_abort (lib/comm.c): the core still refuses every later operation
+ * before the backend sees it, a handle posted before outlives the communicator with its own status, and a second
+ * abort is a no-op. */
+START_TEST(test_abort_without_entry)
+{
+    tcomms_comm_t *comm = make_comm("cuda:fakecudabare", 0, NULL);
+    fake_calls_t *fc = calls_of("fakecudabare");
+    tcomms_work_t *w = NULL;
+    ck_assert_int_eq(tcomms_barrier(comm, NULL, &w), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_comm_abort(comm), TCOMMS_SUCCESS);
+    int posts = fc->post;
+    ck_assert_int_eq(reduce_n(comm, 2, NULL), TCOMMS_ERR_ABORTED);
+    assert_message_has("tcomms_comm_abort");
+    ck_assert_int_eq(tcomms_barrier(comm, NULL, NULL), TCOMMS_ERR_ABORTED);
+    ck_assert_int_eq(fc->post, posts);
+    ck_assert_int_eq(tcomms_comm_abort(comm), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_comm_destroy(comm), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_work_wait(w, 0), TCOMMS_SUCCESS); /* it had completed: the abort keeps its status */
+    ck_assert_int_eq(tcomms_work_free(w), TCOMMS_SUCCESS);
+    ck_assert_int_eq(fc->live_works, 0);
+    ck_assert_int_eq(tcomms_comm_abort(NULL), TCOMMS_ERR_INVALID_ARG);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bind");
@@ -357,6 +390,7 @@ int main(void)
     tcase_add_test(tc, test_split_nonmember);
     tcase_add_test(tc, test_group_bracketing);
     tcase_add_test(tc, test_group_without_entries);
+    tcase_add_test(tc, test_abort_without_entry);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

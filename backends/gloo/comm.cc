@@ -19,6 +19,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/pair.h>
 #pragma GCC visibility pop
 
 namespace tcg {
@@ -312,7 +313,36 @@ void release(Comm *c)
     delete c;
 }
 
+/* Gloo (5b14351) has no abort, and its pair's way to fail every pending operation (signalException) is protected.
+ * Shutting its socket down makes Gloo's device loop read an end of stream, which it handles as a peer that closed:
+ * the operations pending on the pair are signalled, so the worker's operation throws at once, and the peer's
+ * pending operations fail too instead of waiting for their timeout. The socket and the pair's lock are protected
+ * members, reached through a derived class's member pointers; the lock keeps the pair from closing the socket (and
+ * its number being reused) meanwhile. */
+struct PairSocket : gloo::transport::tcp::Pair {
+    static void shut_down(gloo::transport::tcp::Pair &p)
+    {
+        std::lock_guard<std::mutex> lock(p.*(&PairSocket::m_));
+        int fd = p.*(&PairSocket::fd_);
+        if (fd >= 0)
+            ::shutdown(fd, SHUT_RDWR);
+    }
+};
+
 } // namespace
+
+void shutdown_pairs(Comm &c)
+{
+    if (!c.ctx)
+        return;
+    for (int r = 0; r < c.size; r++) {
+        if (r == c.rank)
+            continue;
+        gloo::transport::Pair *pair = c.ctx->getPair(r).get();
+        if (pair) /* every device made here is a TCP one */
+            PairSocket::shut_down(*static_cast<gloo::transport::tcp::Pair *>(pair));
+    }
+}
 
 tcomms_status_t comm_create(const tcomms_backend_comm_args_t *args, void **bcomm)
 {

@@ -19,6 +19,7 @@ tcomms_status_t tcg_post(void *bcomm, const tcomms_coll_args_t *args, void **bwo
 tcomms_status_t tcg_work_test(void *bwork);
 tcomms_status_t tcg_work_wait(void *bwork, uint32_t timeout_ms);
 void tcg_work_free(void *bwork);
+tcomms_status_t tcg_comm_abort(void *bcomm);
 
 #ifdef __cplusplus
 }

@@ -129,6 +129,7 @@ struct Comm {
     std::deque<std::shared_ptr<Work>> queue;
     bool stopping = false;
     bool broken = false;             /* gloo pairs are unusable after any failure */
+    bool aborted = false;            /* tcomms_comm_abort: what fails from now on fails as TCOMMS_ERR_ABORTED */
     std::string broken_msg;
     std::thread worker;
 };
@@ -158,6 +159,8 @@ struct WorkHandle {
 tcomms_status_t comm_create(const tcomms_backend_comm_args_t *args, void **bcomm);
 tcomms_status_t comm_destroy(void *bcomm);
 tcomms_status_t comm_hint(void *bcomm, const char *key, char *buf, size_t len);
+/* Shut down the sockets of every pair of `c` (tcomms_comm_abort): see comm.cc. */
+void shutdown_pairs(Comm &c);
 
 /* coll.cc: issue a send/recv at post time (caller's thread); run any operation to completion (worker thread).
  * Both throw on failure. collective_tag: the next collective's Gloo tag, its shape hash over its sequence number. */
@@ -172,5 +175,6 @@ tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *args, void **bwork);
 tcomms_status_t work_test(void *bwork);
 tcomms_status_t work_wait(void *bwork, uint32_t timeout_ms);
 void work_free(void *bwork);
+tcomms_status_t comm_abort(void *bcomm);
 
 } // namespace tcg

@@ -10,8 +10,10 @@ backends_gloo_tcomms_gloo_la_SOURCES = \
 	backends/gloo/module.cc \
 	backends/gloo/comm.cc \
 	backends/gloo/coll.cc \
-	backends/gloo/worker.cc
-backends_gloo_tcomms_gloo_la_CPPFLAGS = $(AM_CPPFLAGS) $(GLOO_CPPFLAGS)
+	backends/gloo/worker.cc \
+	backends/gloo/compat/gloo/common/memory.h
+# compat/ fills in headers a packaged Gloo lacks (compat/gloo/common/memory.h says which), after the system's own.
+backends_gloo_tcomms_gloo_la_CPPFLAGS = $(AM_CPPFLAGS) $(GLOO_CPPFLAGS) -idirafter $(srcdir)/backends/gloo/compat
 backends_gloo_tcomms_gloo_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 backends_gloo_tcomms_gloo_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
 backends_gloo_tcomms_gloo_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \

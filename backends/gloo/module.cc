@@ -142,4 +142,9 @@ void tcg_work_free(void *bwork)
     tcg::work_free(bwork);
 }
 
+tcomms_status_t tcg_comm_abort(void *bcomm)
+{
+    return tcg::comm_abort(bcomm);
+}
+
 } // extern "C"

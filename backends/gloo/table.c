@@ -21,5 +21,6 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     /* Left NULL, the core's fallbacks: work_synchronize (work_wait already blocks the host),
      * comm_split_nonmember (non-members have nothing to do), group_start/end (posts never block, so a group needs
      * nothing of Gloo), mem_* (the core's page-aligned host memory, nothing to register). */
+    .comm_abort = tcg_comm_abort,
     .priority = 10, /* below ucx (20): slower for every collective and size measured (docs/perf.md) */
 };

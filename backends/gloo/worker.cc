@@ -43,6 +43,11 @@ void execute(Comm &c, Work &w)
                            status == TCOMMS_ERR_TIMEOUT ? " (a peer did not join, or the ranks' counts, dtypes, "
                                                           "ops or roots differ)" : "");
             std::lock_guard<std::mutex> lock(c.mu);
+            if (c.aborted) { /* the abort closed the pairs under it: that is the cause, not the peer */
+                status = TCOMMS_ERR_ABORTED;
+                message = strf("gloo %s on '%s' (rank %d of %d): aborted by tcomms_comm_abort (gloo: %s)", op,
+                               c.name.c_str(), c.rank, c.size, f.message.c_str());
+            }
             if (!c.broken) {
                 c.broken = true;
                 c.broken_msg = message;
@@ -166,6 +171,27 @@ tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *args, void **bwork)
         }
         c.cv.notify_one();
         *bwork = h.release();
+        return TCOMMS_SUCCESS;
+    });
+}
+
+/* Gloo cannot cancel an operation, so the abort takes the transport away from it: shut_down pairs make the
+ * running operation throw at once, and the worker then fails every queued one on the broken communicator, each
+ * dropping its transfer before its handle reports, so nothing writes into the caller's buffers afterwards. */
+tcomms_status_t comm_abort(void *bcomm)
+{
+    Comm &c = *static_cast<Comm *>(bcomm);
+    NoSigpipe no_sigpipe;
+    return guard(c.core, "comm_abort", [&]() -> tcomms_status_t {
+        {
+            std::lock_guard<std::mutex> lock(c.mu);
+            c.aborted = true;
+            if (!c.broken) {
+                c.broken = true;
+                c.broken_msg = "tcomms_comm_abort was called";
+            }
+        }
+        shutdown_pairs(c);
         return TCOMMS_SUCCESS;
     });
 }

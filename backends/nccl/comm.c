@@ -22,9 +22,10 @@ static tcomms_status_t comm_new(const tcomms_backend_comm_args_t *args, int devi
     snprintf(c->name, sizeof(c->name), "%s", args->name ? args->name : "");
     const char *keep = args->comm_prefix ? args->comm_prefix : "";
     if (snprintf(c->prefix, sizeof(c->prefix), "%s", keep) >= (int)sizeof(c->prefix)) {
-        free(c);
-        return tcn_core->error(TCOMMS_ERR_INVALID_ARG, "nccl '%s': store prefix longer than %zu bytes", c->name,
-                               sizeof(c->prefix) - 1);
+        tcomms_status_t st = tcn_core->error(TCOMMS_ERR_INVALID_ARG, "nccl '%s': store prefix longer than %zu "
+                                             "bytes", c->name, sizeof(c->prefix) - 1);
+        free(c); /* after the message, which names it */
+        return st;
     }
     c->rank = args->rank;
     c->size = args->size;

@@ -228,6 +228,8 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
+/* The backend's comm_abort: tcn_comm_fail with TCOMMS_ERR_ABORTED. */
+tcomms_status_t tcn_comm_abort(void *bcomm);
 /* After a launch on `c` failed with `st`: NCCL's system, internal, remote and CUDA failures leave a communicator
  * unusable (NCCL asks for ncclCommAbort), so fail it; bad arguments and a shortage of memory leave it as it was. */
 void tcn_fail_launch(tcn_comm_t *c, tcomms_status_t st, const char *what);

@@ -78,6 +78,14 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_
                       "and work queued behind it on a stream may never run", c->name, c->rank);
 }
 
+/* tcomms_comm_abort: the path a failure takes, so pending operations settle as TCOMMS_ERR_ABORTED at once and
+ * ncclCommAbort runs under end.c's bound (lock_for_abort bounds the wait for a thread inside an NCCL call). */
+tcomms_status_t tcn_comm_abort(void *bcomm)
+{
+    tcn_comm_fail(bcomm, TCOMMS_ERR_ABORTED, NULL, 0, "tcomms_comm_abort was called");
+    return TCOMMS_SUCCESS;
+}
+
 void tcn_fail_launch(tcn_comm_t *c, tcomms_status_t st, const char *what)
 {
     if (st == TCOMMS_ERR_INTERNAL || st == TCOMMS_ERR_SYSTEM || st == TCOMMS_ERR_REMOTE)

@@ -137,6 +137,28 @@ static void work_free(void *bwork)
     pthread_mutex_unlock(&x->lock);
 }
 
+/* Fail the communicator's running tasks here and now: tcu_task_fail cancels their requests, so no completion writes
+ * into the caller's buffers afterwards. A caller waiting in tcu_drive drops the lock between polls and while it
+ * sleeps on the worker's event fd, which ucp_worker_signal (callable from any thread) then wakes. Other
+ * communicators, split children included, share the worker but not the tasks. */
+static tcomms_status_t comm_abort(void *bcomm)
+{
+    tcu_comm_t *c = bcomm;
+    tcu_ctx_t *x = c->ctx;
+    pthread_mutex_lock(&x->lock);
+    tcu_comm_break(c, TCOMMS_ERR_ABORTED, "tcomms_comm_abort was called");
+    for (tcu_task_t *t = c->live.cnext, *next; t != &c->live; t = next) {
+        next = t->cnext; /* failing a task the caller no longer holds recycles it */
+        if (t->status == TCOMMS_IN_PROGRESS)
+            tcu_task_fail(t, TCOMMS_ERR_ABORTED, "aborted by tcomms_comm_abort");
+    }
+    ucs_status_t st = ucp_worker_signal(x->worker);
+    pthread_mutex_unlock(&x->lock);
+    if (st != UCS_OK) /* the waiter still sees it at its next poll, within TCU_CHECK_EVERY_NS */
+        c->core->log(TCOMMS_LOG_DEBUG, "ucx", "'%s': ucp_worker_signal: %s", c->name, ucs_status_string(st));
+    return TCOMMS_SUCCESS;
+}
+
 static const char *const honoured_hints[] = {NULL};
 
 __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_module = {
@@ -154,4 +176,5 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     .work_wait = work_wait,
     .work_free = work_free,
     .priority = 20, /* above gloo (10): faster for every collective and size measured (docs/perf.md) */
+    .comm_abort = comm_abort,
 };

@@ -21,11 +21,11 @@ extern "C" {
  *   retyped). A module built for an older minor still loads: the core reads only the bytes its table declares
  *   (abi.size) and treats every later field as 0/NULL, the "not offered" of an optional entry.
  * - MAJOR grows on any other change (a field of the argument structs below inserted, removed or retyped; appending
- *   one is a minor change: the core fills the newest layout, and an older module reads the part it knows). A module of another major, or of a newer minor than the core's, is refused with TCOMMS_ERR_ABI.
+ *   one is a minor change: the core fills the newest layout, and an older module reads the part it knows). A
+ *   module of another major, or of a newer minor than the core's, is refused with TCOMMS_ERR_ABI.
  * Major 7 follows the single version number 6 that came before, in the same first 4 bytes, so a core of either
  * scheme refuses a module of the other by its first field alone. Minor history: 7.0, the entries of ABI 6;
- * 7.1, tcomms_backend_t.priority, tcomms_core_t.coll_info and tcomms_coll_args_t.seq (appended to a struct
- * the core fills: a module of 7.0 reads the part it knows). */
+ * 7.1, tcomms_backend_t.priority and comm_abort, tcomms_core_t.coll_info and tcomms_coll_args_t.seq. */
 #define TCOMMS_BACKEND_ABI_MAJOR 7u
 #define TCOMMS_BACKEND_ABI_MINOR 1u
 
@@ -262,7 +262,31 @@ typedef struct tcomms_backend {
      * declines makes way for the next. A 7.0 module has 0. The modules of this tree use 10 (gloo), 20 (ucx),
      * 20 (nccl); docs/backends.md says why. */
     int32_t priority;
+    /* (7.1) End every pending operation of `bcomm` promptly: each one's work_test/wait/synchronize returns
+     * TCOMMS_ERR_ABORTED (one already complete keeps its status) within about a second, and stops using the
+     * caller's buffers before it does. Called at most once per communicator, from any thread, while other threads
+     * may be inside post(), work_wait() or work_test() on it; never concurrently with comm_destroy. Must return
+     * within a bound of its own whatever the peers do (a blocking library call goes on a thread of its own and is
+     * left behind after the bound, as backends/nccl/end.c does). Affects `bcomm` only: neither its split children
+     * nor its parent. Later calls on it (post, comm_destroy) must still work; the core refuses new operations
+     * itself. Optional: without it, pending operations end at their timeouts. */
+    tcomms_status_t (*comm_abort)(void *bcomm);
 } tcomms_backend_t;
+
+/* ---- what the core does for every backend, and what it leaves to it ----------------------------------------------
+ * Failure. The core keeps whether a communicator failed and the first error's message (lib/comm_state.c): a final
+ * error returned by work_test/wait/synchronize, an error of post() other than INVALID_ARG, NOT_SUPPORTED,
+ * NO_MEMORY and MISMATCH, or tcomms_comm_abort. From then on the core answers every operation and split on that
+ * communicator with TCOMMS_ERR_ABORTED naming the first error, before the backend sees the call. A backend only
+ * reports: it returns its errors with a message (core->error), and fails its own running operations when its
+ * transport is no longer consistent (a lost peer, a timeout that leaves messages in flight), as only it can tell.
+ * Lifetime. A work handle may outlive its communicator: the core holds its own reference for the handle, and the
+ * backend must keep `bwork` valid after comm_destroy(bcomm) until work_free(bwork): work_test/wait/synchronize on it
+ * return its final status without touching the destroyed communicator. comm_destroy waits for running operations
+ * (each up to its timeout) and must not free what a handle still needs.
+ * Threads. The core serialises nothing: the public API asks callers to serialise calls on one communicator, but
+ * work handles of one communicator may be waited for on different threads, a progress thread of the backend's own
+ * runs beside them, and comm_abort may come from any thread at any time. */
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,20 @@
  * handle 0x... was already freed") and logs it as a warning, while the library still holds that memory: it keeps
  * the last 16 communicators, 64 work handles and 16 hints objects released aside before freeing them. Beyond that,
  * with a pointer that never was a handle, or with a handle released while another thread uses it, the behaviour
- * is undefined. */
+ * is undefined.
+ *
+ * Threads: calls on one communicator (its operations, splits, and the work handles posted on it) must be serialised
+ * by the caller, as in torchcomms; separate communicators may be used from separate threads. The exception is
+ * tcomms_comm_abort, which may be called from any thread at any time before tcomms_comm_destroy, including while
+ * another thread waits on that communicator.
+ *
+ * Failure: a communicator whose operation failed (a peer died or disagreed, an operation timed out, a transport
+ * or device error) stays failed: every later operation and split on it returns TCOMMS_ERR_ABORTED naming that
+ * first error, as does every operation after tcomms_comm_abort. Queries (rank, size, name, backend, hints),
+ * memory calls, tcomms_work_* on its handles and tcomms_comm_destroy still work. Errors found in the arguments,
+ * TCOMMS_ERR_NOT_SUPPORTED and the call check's TCOMMS_ERR_MISMATCH (nothing was posted) leave it working. A
+ * work handle may outlive its communicator: after tcomms_comm_destroy it still answers with its final status and
+ * must still be freed. */
 #ifndef TCOMMS_TCOMMS_H
 #define TCOMMS_TCOMMS_H
 
@@ -209,6 +222,18 @@ TCOMMS_API tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params
  * root's timeout) for the other ranks to close their connections, so their later splits of that root's family
  * still work; a user store (store_ops) has no such wait: end with a barrier there. */
 TCOMMS_API tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm);
+
+/* End every pending operation of `comm` promptly with TCOMMS_ERR_ABORTED, and make every later operation and split
+ * on it return TCOMMS_ERR_ABORTED naming the abort (or the communicator's earlier failure, which stays the one
+ * named). Local, not collective: the other ranks are not told, and their operations with this rank fail as they
+ * would with a rank that stopped answering (an error from the backend, or TCOMMS_ERR_TIMEOUT at their timeout).
+ * Safe from any thread, including while another thread waits on `comm` (that wait returns TCOMMS_ERR_ABORTED),
+ * and never waits longer than a bound of its own (NCCL: ncclCommAbort is given a few seconds, then left
+ * behind). A second call returns TCOMMS_SUCCESS at once. Children split from `comm` and its parent are not
+ * affected, as with ncclCommAbort. The caller still destroys `comm` and frees its work handles; once an aborted
+ * operation has returned TCOMMS_ERR_ABORTED its buffers are the caller's again. A module without an abort entry
+ * (third-party backends built before it) leaves its pending operations to their timeouts, with a warning. */
+TCOMMS_API tcomms_status_t tcomms_comm_abort(tcomms_comm_t *comm);
 
 #define TCOMMS_SPLIT_NOCOLOR (-1)
 

@@ -86,6 +86,7 @@ _PROTOS = {
     "tcomms_hints_entry": (c_int, [_HINTS, c_size_t, P(c_char_p), P(c_char_p)]),
     "tcomms_comm_create": (c_int, [P(CommParams), P(_COMM)]),
     "tcomms_comm_destroy": (c_int, [_COMM]),
+    "tcomms_comm_abort": (c_int, [_COMM]),
     "tcomms_comm_split": (c_int, [_COMM, P(c_int), c_int, c_char_p, _HINTS, P(_COMM)]),
     "tcomms_comm_split_color": (c_int, [_COMM, c_int, c_int, c_char_p, _HINTS, P(_COMM)]),
     "tcomms_comm_rank": (c_int, [_COMM, P(c_int)]),

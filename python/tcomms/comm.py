@@ -266,6 +266,12 @@ class Comm:
             h, self.handle = self.handle, ctypes.c_void_p()
             check(L.tcomms_comm_destroy(h), "tcomms_comm_destroy")
 
+    def abort(self):
+        """End every pending operation with tcomms.Aborted and refuse every later one (tcomms_comm_abort). Safe
+        from any thread, also while another waits on this communicator; local to this rank; neither its splits nor
+        its parent are affected. destroy() still follows."""
+        check(L.tcomms_comm_abort(self._h()), "tcomms_comm_abort")
+
     def __enter__(self):
         return self
 

@@ -3,7 +3,7 @@
  * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams,
  * graphs, timeouts (on SM kernels and on the copy engines); nccl_death.c: a rank lost inside ncclCommSplit;
  * nccl_fault.c: launches NCCL refuses; nccl_ce.c: copy-engine collectives between windows; nccl_small.c: the
- * small-message path. */
+ * small-message path; nccl_abort.c: tcomms_comm_abort. */
 #ifndef TESTS_GPU_NCCL_CASES_H
 #define TESTS_GPU_NCCL_CASES_H
 
@@ -71,5 +71,8 @@ int nt_split_stall(int rank, int size, void *arg);
 int nt_small_path(int rank, int size, void *arg);
 /* nccl_fault.c: launches NCCL refuses (ncclInvalidArgument on every rank, then ncclSystemError on rank size-1). */
 int nt_launch_failure(int rank, int size, void *arg);
+/* nccl_abort.c: tcomms_comm_abort from a second thread during a synchronize (a split child), then on an idle
+ * parent. */
+int nt_abort(int rank, int size, void *arg);
 
 #endif

@@ -3,7 +3,8 @@
  * visible: eager init and binding, split with hints, unbound parents, stream semantics of wait and synchronize,
  * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, the call
  * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, the
- * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, and launches NCCL refuses. Without 2
+ * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, launches NCCL refuses, and
+ * tcomms_comm_abort (nccl_abort.c). Without 2
  * GPUs it exits 77 (skip) saying why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -156,6 +157,7 @@ NCCL_TEST(copy_engine)
 NCCL_TEST(small_path)
 NCCL_TEST(split_stall)
 NCCL_TEST(launch_failure)
+NCCL_TEST(abort)
 
 START_TEST(test_ce_peer_timeout)
 {
@@ -213,6 +215,7 @@ int main(void)
     tcase_add_loop_test(tc, test_split_death_nonmember, 0, nsizes);
     tcase_add_loop_test(tc, test_split_stall, 0, nsizes);
     tcase_add_loop_test(tc, test_launch_failure, 0, nsizes);
+    tcase_add_loop_test(tc, test_abort, 0, nsizes);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -654,6 +654,27 @@ def context_manager_and_destroy():
 
 
 @case
+def abort_refuses_later_calls():
+    """Comm.abort on an idle child: every later operation raises Aborted naming the abort (at once, no peer
+    needed), a second abort does nothing, destroy works, and the parent still reduces right."""
+    comm = world()
+    c = comm.split(range(SIZE), name="doomed")
+    x = np.ones(4, np.float32)
+    c.abort()
+    c.abort()
+    t0 = time.monotonic()
+    raises(tcomms.Aborted, lambda: c.all_reduce(x), "tcomms_comm_abort", "doomed")
+    raises(tcomms.Aborted, lambda: c.barrier(async_op=True), "tcomms_comm_abort")
+    raises(tcomms.Aborted, lambda: c.split(range(SIZE)), "tcomms_comm_abort")
+    assert time.monotonic() - t0 < 1.0, "refusing took %.2f s" % (time.monotonic() - t0)
+    assert (x == 1).all(), x
+    c.destroy()
+    y = np.ones(3)
+    comm.all_reduce(y)
+    assert (y == SIZE).all(), y
+
+
+@case
 def ranks_that_disagree_get_errors():
     """Rank 0 calls all_reduce on float32 while the others use int32 (same message lengths: on ucx a Mismatch
     naming both calls), then with twice the others' count (on ucx the receiver's InvalidArgument); every rank gets a
