@@ -119,6 +119,8 @@ _PROTOS = {
     "tcomms_work_free": (c_int, [_WORK]),
     "tcomms_group_start": (c_int, []),
     "tcomms_group_end": (c_int, []),
+    "tcomms_backend_default": (c_int, [c_int, P(ctypes.c_char_p)]),
+    "tcomms_backend_device_types": (c_int, [ctypes.c_char_p, P(ctypes.c_uint32)]),
 }
 for _name, (_res, _args) in _PROTOS.items():
     _fn = getattr(lib, _name)

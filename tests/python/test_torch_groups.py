@@ -8,11 +8,14 @@
 # backends: ucx gloo
 # needs: numpy torch
 # timeout: 180
+import os
+
 import torch
 import torch.distributed as dist
 
 import harness
 from harness import case
+import tcomms
 import tcomms.torch
 from torch_util import RANK, SIZE, check, init, raises, reduce_ref, tensor, values
 
@@ -173,6 +176,34 @@ def torch_gloo_groups_beside():
     exercise(g_tc1, everyone, "tcomms group made before the gloo groups")
     exercise(g_gloo, everyone, "torch gloo group again")
     assert dist.get_backend(g_tc1) == "tcomms", dist.get_backend(g_tc1)
+
+
+@case
+def default_selection_is_the_cores():
+    """With TCOMMS_BACKEND unset, the module the torch layer names for cpu is the one tcomms itself takes by default
+    (a one-rank communicator created with no selection); a bare name covers the devices its module serves."""
+    from tcomms.torch import _select
+    saved = os.environ.pop("TCOMMS_BACKEND", None)
+    try:
+        spec, served = _select.selection(["cpu"], "cpu")
+        # Without a master address a one-rank communicator serves a private store (the job's port is taken).
+        job = {k: os.environ.pop(k) for k in ("TCOMMS_MASTER_ADDR", "MASTER_ADDR") if k in os.environ}
+        try:
+            alone = tcomms.Comm(rank=0, size=1, name="alone")
+        finally:
+            os.environ.update(job)
+        try:
+            want = alone.backend("cpu")
+        finally:
+            alone.destroy()
+        assert (spec, served) == ("cpu:%s" % want, ["cpu"]), (spec, served, want)
+        os.environ["TCOMMS_BACKEND"] = "gloo"
+        spec, served = _select.selection(["cpu"], "cpu")
+        assert (spec, served) == ("cpu:gloo", ["cpu"]), (spec, served)
+    finally:
+        os.environ.pop("TCOMMS_BACKEND", None)
+        if saved is not None:
+            os.environ["TCOMMS_BACKEND"] = saved
 
 
 harness.main()

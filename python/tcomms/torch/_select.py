@@ -4,11 +4,11 @@ serves each, and the hints a process group's options become."""
 import ctypes
 import os
 
-from ..errors import InvalidArgument
+from .. import _lib
+from ..errors import InvalidArgument, check
 
 NAME = "tcomms"
-_DEVICE_MODULES = {"cpu": ("ucx", "gloo"), "cuda": ("nccl",)}
-_MODULE_DEVICE = {"ucx": "cpu", "gloo": "cpu", "nccl": "cuda"}
+_DEVICES = (("cpu", _lib.DEVICE_CPU), ("cuda", _lib.DEVICE_CUDA))
 
 
 def device_map(backend):
@@ -29,34 +29,27 @@ def tcomms_devices(backend):
     return [d for d in ("cpu", "cuda") if m.get(d) == NAME]
 
 
-def _module_dirs():
-    dirs = [d for d in os.environ.get("TCOMMS_BACKEND_PATH", "").split(":") if d]
-    try:
-        from .. import _config
-        dirs.append(_config.MODULEDIR)
-    except (ImportError, AttributeError):
-        pass
-    return dirs
+def _module_devices(name):
+    """The devices module `name` serves, as tcomms reads them from the module; None where it does not open."""
+    types = ctypes.c_uint32()
+    if _lib.lib.tcomms_backend_device_types(name.encode(), ctypes.byref(types)) != 0:
+        return None
+    return [dev for dev, t in _DEVICES if types.value & (1 << t)]
 
 
-def _loads(module):
-    for d in _module_dirs():
-        path = os.path.join(d, "tcomms_%s.so" % module)
-        if os.path.exists(path):
-            try:
-                ctypes.CDLL(path)
-                return True
-            except OSError:
-                return False
-    return False
+def _default(dev):
+    """(module tcomms takes for `dev` by default here, status): the greatest priority that runs here."""
+    name = ctypes.c_char_p()
+    st = _lib.lib.tcomms_backend_default(dict(_DEVICES)[dev], ctypes.byref(name))
+    return (name.value.decode() if st == 0 else None), st
 
 
 def selection(devices, bound):
     """(tcomms backend selection, the device types it serves) for the devices tcomms is to serve on a communicator
     bound to `bound` ("cpu" or "cuda"), following TCOMMS_BACKEND as tcomms does: a device-qualified entry names
-    the module for that device, a bare name the module for the devices it serves; otherwise cpu takes the first of
-    ucx, gloo that loads here (the same on every rank of a uniform job) and cuda takes nccl. Where no CPU module
-    loads on a CUDA-bound group, tcomms serves cuda alone."""
+    the module for that device, a bare name the module for every device it serves; otherwise each device takes
+    tcomms' own default there (tcomms_backend_default: by the modules' priorities, the same on every rank of a
+    uniform job). Where no CPU module runs on a CUDA-bound group, tcomms serves cuda alone."""
     env = os.environ.get("TCOMMS_BACKEND", "").strip()
     chosen = {}
     for part in (p.strip() for p in env.split(",") if p.strip()):
@@ -64,19 +57,19 @@ def selection(devices, bound):
             dev, _, mod = part.partition(":")
             chosen[dev.strip()] = mod.strip()
         else:
-            chosen[_MODULE_DEVICE.get(part, "cpu")] = part
+            for dev in _module_devices(part) or ["cpu"]:  # a module that does not open: tcomms names why
+                chosen[dev] = part
     parts, served = [], []
     for dev in devices:
         if dev == "cuda" and bound != "cuda":
             continue
         mod = chosen.get(dev)
-        if mod is None and dev == "cuda":
-            mod = "nccl"
-        elif mod is None:
-            mod = next((m for m in _DEVICE_MODULES["cpu"] if _loads(m)), None)
-            if mod is None and bound == "cuda":
+        if mod is None:
+            mod, st = _default(dev)
+            if mod is None and dev == "cpu" and bound == "cuda":
                 continue
-            mod = mod or _DEVICE_MODULES["cpu"][0]  # let tcomms name what failed
+            if mod is None:
+                check(st, "no tcomms backend module for %s" % dev)
         parts.append("%s:%s" % (dev, mod))
         served.append(dev)
     return ",".join(parts), served
