@@ -120,10 +120,16 @@ static tcomms_status_t run_sendrecv(const perf_ctx_t *x, const perf_layout_t *l,
 {
     int next = (x->rank + 1) % x->nranks, prev = (x->rank + x->nranks - 1) % x->nranks;
     tcomms_work_t *pair[2] = {NULL, NULL};
-    /* Receive and send are always posted together (a blocking send could wait for the peer's receive). */
-    tcomms_status_t st = tcomms_recv(x->comm, r, l->count, x->dtype, prev, x->opts, w ? slot(w) : &pair[0]);
+    /* Receive and send are posted together, in one group as nccl-tests does: on a device backend two separate
+     * kernels on one stream would each wait for the peer's other half, queued behind them. */
+    tcomms_status_t st = tcomms_group_start();
+    if (st == TCOMMS_SUCCESS)
+        st = tcomms_recv(x->comm, r, l->count, x->dtype, prev, x->opts, w ? slot(w) : &pair[0]);
     if (st == TCOMMS_SUCCESS)
         st = tcomms_send(x->comm, s, l->count, x->dtype, next, x->opts, w ? slot(w) : &pair[1]);
+    tcomms_status_t gst = tcomms_group_end();
+    if (st == TCOMMS_SUCCESS)
+        st = gst;
     for (int k = 0; k < 2; k++) {
         tcomms_status_t wst = pair[k] ? tcomms_work_wait(pair[k], 0) : TCOMMS_SUCCESS;
         if (st == TCOMMS_SUCCESS)
