@@ -11,6 +11,7 @@
 #include "check_run.h"
 #include "fsdp_case.h"
 #include "fsdp_values.h"
+#include "mrank_world.h"
 
 char backends[MAX_BACKENDS][32];
 int nbackends;
@@ -68,12 +69,8 @@ int env_open(env_t *e, const char *backend, int rank, int size, int ep, int oute
     e->backend = backend;
     e->rank = rank;
     e->size = size;
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backend;
-    p.timeout_ms = OP_TIMEOUT_MS;
-    if (tcomms_comm_create(&p, &e->world) != TCOMMS_SUCCESS)
-        return mrank_failf("FAIL rank %d: tcomms_comm_create(%s): %s", rank, backend, tcomms_last_error());
+    if ((e->world = mrank_world(backend, OP_TIMEOUT_MS, rank)) == NULL)
+        return 1;
     return env_layout(e, ep, outer);
 }
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <tcomms/tcomms.h>
 
-/* A root on `backend` with operations bounded by `timeout_ms`, or NULL after logging "FAIL rank R: ..." with the
+/* A root on `backend` (NULL or "": the default selection) with operations bounded by `timeout_ms`, or NULL after logging "FAIL rank R: ..." with the
  * library's message. */
 tcomms_comm_t *mrank_world(const char *backend, uint32_t timeout_ms, int rank);
 

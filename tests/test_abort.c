@@ -16,6 +16,7 @@
 
 #include "check_run.h"
 #include "mrank.h"
+#include "mrank_world.h"
 
 #define MAX_BACKENDS 8
 #define COMM_TIMEOUT_MS 20000u /* far beyond the test's bounds: only the abort can end rank 0's wait in time */
@@ -43,22 +44,6 @@ static int backends(char names[MAX_BACKENDS][32])
         n = 1;
     }
     return n;
-}
-
-static int create_comm(int rank, const char *backend, tcomms_comm_t **comm)
-{
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_TIMEOUT;
-    p.timeout_ms = COMM_TIMEOUT_MS;
-    if (backend[0] != '\0') {
-        p.field_mask |= TCOMMS_COMM_PARAM_BACKEND;
-        p.backend = backend;
-    }
-    tcomms_status_t st = tcomms_comm_create(&p, comm);
-    if (st != TCOMMS_SUCCESS)
-        return mrank_failf("FAIL rank %d: tcomms_comm_create on '%s': %d (%s)", rank, backend, st,
-                           tcomms_last_error());
-    return 0;
 }
 
 /* An all_reduce of `rank + 1` over `size` ranks must give size * (size + 1) / 2. */
@@ -212,7 +197,7 @@ static int stalled(int rank, int size, void *arg)
 {
     const abort_case_t *ac = arg;
     tcomms_comm_t *comm = NULL;
-    if (create_comm(rank, ac->backend, &comm) != 0)
+    if ((comm = mrank_world(ac->backend, COMM_TIMEOUT_MS, rank)) == NULL)
         return 1;
     if (sum_works(comm, rank, size, "before the abort") != 0)
         return 1;
@@ -246,7 +231,7 @@ static int idle(int rank, int size, void *arg)
 {
     const abort_case_t *ac = arg;
     tcomms_comm_t *comm = NULL;
-    if (create_comm(rank, ac->backend, &comm) != 0)
+    if ((comm = mrank_world(ac->backend, COMM_TIMEOUT_MS, rank)) == NULL)
         return 1;
     int fails = sum_works(comm, rank, size, "before the abort");
     tcomms_status_t st = tcomms_comm_abort(comm);
@@ -287,7 +272,7 @@ static int family(int rank, int size, void *arg)
 {
     const abort_case_t *ac = arg;
     tcomms_comm_t *parent = NULL, *doomed = NULL, *kept = NULL;
-    if (create_comm(rank, ac->backend, &parent) != 0)
+    if ((parent = mrank_world(ac->backend, COMM_TIMEOUT_MS, rank)) == NULL)
         return 1;
     int all[2] = {0, 1}, fails = 0;
     tcomms_status_t st = tcomms_comm_split(parent, all, 2, "doomed", NULL, &doomed);

@@ -11,6 +11,7 @@
 #include <tcomms/tcomms.h>
 
 #include "mrank.h"
+#include "mrank_world.h"
 #include "check_run.h"
 
 #define MAX_BACKENDS 8
@@ -97,14 +98,10 @@ static int mismatch_rank(int rank, int size, void *arg)
 {
     const shared_t *sh = arg;
     const mismatch_t *m = &cases[sh->which];
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backends[sh->backend];
-    p.timeout_ms = OP_TIMEOUT_MS;
-    tcomms_comm_t *comm = NULL;
-    tcomms_status_t st = tcomms_comm_create(&p, &comm);
-    if (st != TCOMMS_SUCCESS)
-        return mrank_failf("FAIL rank %d, %s: tcomms_comm_create: %s", rank, p.backend, tcomms_last_error());
+    const char *backend = backends[sh->backend];
+    tcomms_comm_t *comm = mrank_world(backend, OP_TIMEOUT_MS, rank);
+    if (comm == NULL)
+        return 1;
     size_t room = (size_t)size * 2 * N * sizeof(double);
     void *in = calloc(1, room), *out = calloc(1, room);
     if (in == NULL || out == NULL) {
@@ -115,7 +112,7 @@ static int mismatch_rank(int rank, int size, void *arg)
     }
     int fails = 0;
     double t0 = mrank_now();
-    st = call(comm, m, rank, in, out);
+    tcomms_status_t st = call(comm, m, rank, in, out);
     double took = mrank_now() - t0;
     const char *msg = tcomms_last_error();
     /* Where the lengths differ, a rank that only sends (the sender of send/recv, broadcast's root) may see its
@@ -131,16 +128,16 @@ static int mismatch_rank(int rank, int size, void *arg)
         took = mrank_now() - t0;
         msg = tcomms_last_error();
         mrank_logf("test_mismatch: %s, %s, rank %d: the call succeeded, the next barrier: status %d after %.1f s",
-                   p.backend, m->what, rank, st, took);
+                   backend, m->what, rank, st, took);
     }
     if (must_fail && (st == TCOMMS_SUCCESS || msg == NULL || *msg == '\0'))
-        fails += mrank_failf("FAIL rank %d, %s, %s, %d ranks: status %d (\"%s\"), expected an error", rank, p.backend,
+        fails += mrank_failf("FAIL rank %d, %s, %s, %d ranks: status %d (\"%s\"), expected an error", rank, backend,
                              m->what, size, st, msg ? msg : "(null)");
     else
-        mrank_logf("test_mismatch: %s, %s, %d ranks, rank %d: status %d after %.1f s: %s", p.backend, m->what, size,
+        mrank_logf("test_mismatch: %s, %s, %d ranks, rank %d: status %d after %.1f s: %s", backend, m->what, size,
                    rank, st, took, st == TCOMMS_SUCCESS ? "" : msg);
     if (took > OP_TIMEOUT_MS / 1000.0 + SLACK_S)
-        fails += mrank_failf("FAIL rank %d, %s, %s: took %.1f s (timeout %.1f s)", rank, p.backend, m->what, took,
+        fails += mrank_failf("FAIL rank %d, %s, %s: took %.1f s (timeout %.1f s)", rank, backend, m->what, took,
                              OP_TIMEOUT_MS / 1000.0);
     tcomms_comm_destroy(comm); /* its status after a failed call is not what this test is about */
     free(in);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "mrank.h"
+#include "mrank_world.h"
 #include "check_run.h"
 
 #ifndef PEER_DEATH_PROG
@@ -55,29 +56,12 @@ static int backends_count(void)
     return n > 0 ? n : 1;
 }
 
-/* A communicator from the environment with `timeout_ms` on `backend`; returns failures (0 = *comm is ready). */
-static int create_comm(int rank, uint32_t timeout_ms, const char *backend, tcomms_comm_t **comm)
-{
-    tcomms_comm_params_t p = {0};
-    p.field_mask = TCOMMS_COMM_PARAM_TIMEOUT;
-    p.timeout_ms = timeout_ms;
-    if (backend[0] != '\0') {
-        p.field_mask |= TCOMMS_COMM_PARAM_BACKEND;
-        p.backend = backend;
-    }
-    tcomms_status_t st = tcomms_comm_create(&p, comm);
-    if (st != TCOMMS_SUCCESS)
-        return mrank_failf("FAIL rank %d: tcomms_comm_create on '%s': %d (%s)", rank, backend, st,
-                           tcomms_last_error());
-    return 0;
-}
-
 static int death_rank(int rank, int size, void *arg)
 {
     const death_case_t *dc = arg;
     int dying = dc->rank;
     tcomms_comm_t *comm = NULL;
-    if (create_comm(rank, OP_TIMEOUT_MS, dc->backend, &comm) != 0)
+    if ((comm = mrank_world(dc->backend, OP_TIMEOUT_MS, rank)) == NULL)
         return 1;
     tcomms_status_t st;
     int32_t one = 1, sum = 0;
@@ -221,7 +205,7 @@ static int stall_rank(int rank, int size, void *arg)
     (void)size;
     const death_case_t *dc = arg;
     tcomms_comm_t *comm = NULL;
-    if (create_comm(rank, STALL_TIMEOUT_MS, dc->backend, &comm) != 0)
+    if ((comm = mrank_world(dc->backend, STALL_TIMEOUT_MS, rank)) == NULL)
         return 1;
     tcomms_status_t st;
     int fails = 0;
