@@ -94,12 +94,10 @@ tcomms_status_t report(Work &w)
     return w.core->error(w.status, "%s", w.message.c_str());
 }
 
-/* Refuse early what this shim cannot do, before anything is queued or issued. */
+/* Refuse early, before anything is queued or issued, a post on a communicator this shim saw break. (A send or
+ * receive to this rank itself, which Gloo could not connect, never arrives: the core refuses it.) */
 tcomms_status_t refuse(Comm &c, const tcomms_coll_args_t &a)
 {
-    if ((a.type == TCOMMS_COLL_SEND || a.type == TCOMMS_COLL_RECV) && a.peer == c.rank)
-        return c.core->error(TCOMMS_ERR_NOT_SUPPORTED, "gloo %s on '%s': peer %d is this rank; Gloo has no "
-                             "self-connection", coll_name(a.type), c.name.c_str(), a.peer);
     std::lock_guard<std::mutex> lock(c.mu);
     if (c.broken)
         return c.core->error(TCOMMS_ERR_ABORTED, "gloo %s on '%s': communicator is unusable after an earlier "
