@@ -223,7 +223,7 @@ static void json_str(FILE *f, const char *s)
 static void json_num(FILE *f, double v)
 {
     if (isfinite(v))
-        fprintf(f, "%.6g", v);
+        fprintf(f, "%.17g", v); /* round-trips every double */
     else
         fputs("null", f);
 }
