@@ -158,7 +158,8 @@ static tcomms_status_t all_to_all(const launch_t *L, void **scratch)
             continue;
         }
         /* the own block too goes through NCCL (a send/recv to itself), inside the same kernels as the peers'
-         * blocks, rather than as a copy before them: 0.88-0.92x of raw NCCL's busbw at >= 64 MiB with the copy */
+         * blocks, rather than as a copy before them, which cost bandwidth at large sizes (docs/perf.md,
+         * "Measurements behind the code") */
         st = p2p_send(L, sp, sc, r);
         if (st == TCOMMS_SUCCESS)
             st = p2p_recv(L, rp, rc, r);

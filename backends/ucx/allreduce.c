@@ -14,8 +14,8 @@ enum { SLOT_FOLD = 0, SLOT_UNFOLD = 1, SLOT_ROUNDS = 2 };
 /* Where a receive meant for acc[first, ...) lands, acc being where the result builds up (recvbuf, or scratch for
  * a reduce's non-root): when `fresh` (that range holds nothing yet) and acc is not the input (in place), straight
  * there, to be reduced in place with our own data; otherwise in scratch. Landing in place saves pulling a scratch
- * buffer through the cache, and the receive's writes bring in the lines the reduction writes (measured out of
- * place on 2 ranks: 4 MiB 518 us against 819 us through scratch). state[1] remembers the choice. */
+ * buffer through the cache, and the receive's writes bring in the lines the reduction writes (docs/perf.md,
+ * "Measurements behind the code"). state[1] remembers the choice. */
 static unsigned char *landing(tcu_task_t *t, unsigned char *acc, size_t first, int fresh)
 {
     t->state[1] = fresh && acc != t->a.sendbuf;
@@ -109,8 +109,7 @@ static int rd_step(tcu_task_t *t)
     }
     if (k < f.log2p) {
         int peer = tcu_fold_real(&f, f.v ^ (1 << k));
-        /* send first: the message leaves before the time it takes to post the receive (measured 8 B, 2 ranks:
-         * 0.30-0.44 us against 0.33-0.46 us receive first) */
+        /* send first: the message leaves before the time it takes to post the receive */
         tcu_send(t, peer, SLOT_ROUNDS + (unsigned)k, partial(t), bytes);
         tcu_recv(t, peer, SLOT_ROUNDS + (unsigned)k, landing(t, t->a.recvbuf, 0, !t->state[0]), bytes);
         return TCU_MORE;

@@ -144,15 +144,15 @@ static const struct {
     int mm_only;        /* read by the shared-memory FIFO transports alone */
 } tuned[] = {
     /* Shared-memory FIFO elements of one page, which hold a message of up to ~4000 bytes inline (am_short: one
-     * copy, no bounce segment); UCX's 128 bytes send everything above ~100 B through a separate segment (128 B-2 KiB
-     * all_reduce 20-30 % slower). One page, not more, so that the transport warm-up, which writes every element,
-     * faults in all of the FIFO (with 8 KiB elements the first 8 KiB all_reduces took 13 us instead of 2.4).
-     * 64 elements: 256 KiB of shared memory per worker. */
+     * copy, no bounce segment); UCX's 128 bytes send everything above ~100 B through a separate segment, which
+     * made small all_reduces slower. One page, not more, so that the transport warm-up, which writes every element,
+     * faults in all of the FIFO (larger elements left the first operations to fault pages in). 64 elements:
+     * 256 KiB of shared memory per worker. Figures: docs/perf.md, "Measurements behind the code". */
     {"MM_FIFO_ELEM_SIZE", "4096", {"UCX_MM_FIFO_ELEM_SIZE", "UCX_SYSV_FIFO_ELEM_SIZE", "UCX_POSIX_FIFO_ELEM_SIZE"}, 1},
     /* Eager (copied through shared memory) below 1 MiB, rendezvous (one copy by the receiver, cma) from 1 MiB:
      * UCX's own choice switches near 16 KiB, and a rendezvous costs a handshake and a process_vm_readv that
-     * only pay off for large messages (ring all_reduce, 512 KiB messages: 64 us eager, 86 us rendezvous;
-     * 1 MiB messages: 365 us eager, 305 us rendezvous). */
+     * only pay off for large messages (the crossing was measured between 512 KiB and 1 MiB: docs/perf.md,
+     * "Measurements behind the code"). */
     {"RNDV_THRESH", "1M", {"UCX_RNDV_THRESH", NULL, NULL}, 0},
 };
 

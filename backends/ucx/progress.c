@@ -106,11 +106,10 @@ static void sleep_on_worker(tcu_ctx_t *c, uint64_t now, uint64_t until)
 
 /* More ranks on this host than CPUs this process may run on (the core counts the ranks of each communicator on
  * this host at its rendezvous, whatever the launcher): the rank a waiting caller waits for may be queued behind it
- * on its own core, so yield at once, as Open MPI does when oversubscribed (measured, 4 ranks on 2 CPUs, 8-byte
- * all_reduce: 17 us yielding at once, 62 us yielding after 20 us, 3.5 ms never yielding). Otherwise yield only
- * after TCU_YIELD_AFTER_NS, a safety net for an oversubscription nobody told us about: with 2 ranks on 2 CPUs and a
- * compiler running beside them, yielding after 20 us handed the CPU to the compiler on every wait (8-byte
- * all_reduce 22-26 us per call in most runs, against 0.25-0.4 us in most runs spinning on). The context keeps the
+ * on its own core, so yield at once, as Open MPI does when oversubscribed (yielding later, or never, was several
+ * times slower: docs/perf.md, "Measurements behind the code"). Otherwise yield only after TCU_YIELD_AFTER_NS, a
+ * safety net for an oversubscription nobody told us about: yielding early hands the CPU to any other busy process
+ * (a compiler beside 2 ranks on 2 CPUs took it on every wait). The context keeps the
  * largest local size of the communicators created on it: a split's smaller one does not make the host any less
  * crowded. Called under the creation lock; the progress thread reads yield_after_ns without it. */
 void tcu_ctx_note_local_size(tcu_ctx_t *c, int local_size)
@@ -136,8 +135,8 @@ static uint64_t yield_after_ns(const tcu_ctx_t *c)
  * Then it keeps polling but yields the CPU at every clock check, so that a rank sharing this core gets to run while
  * this rank stays runnable and sees its message without a wake-up. Only after ctx->spin_ns (TCOMMS_UCX_SPIN_US)
  * does it sleep on the worker's event fd. Sleeping early is what must be avoided: on a busy machine a wake-up takes
- * 100-300 us, and two ranks that sleep in turn pay it on every message for as long as they exchange (measured:
- * 8-byte all_reduce at 220 us per call with a 100 us spin while another job ran, 0.5 us with this wait). */
+ * far longer than a message, and two ranks that sleep in turn pay it on every message for as long as they exchange
+ * (docs/perf.md, "Measurements behind the code"). */
 int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
 {
     if (done(arg))
@@ -249,8 +248,8 @@ static void *thread_main(void *arg)
         int armed = 0;
         if (__atomic_load_n(&c->waiters, __ATOMIC_RELAXED) > 0) {
             /* a caller is progressing: stay off its lock (taking it could put the caller to sleep on it); on an
-             * oversubscribed host also tick less, since every wake-up takes a CPU from some rank (4 ranks on 2 CPUs:
-             * stalls of 300-800 us every few dozen operations with 1 ms ticks, few without the thread) */
+             * oversubscribed host also tick less, since every wake-up takes a CPU from some rank (frequent ticks
+             * stalled the ranks: docs/perf.md, "Measurements behind the code") */
             away = 0;
             if (yield_after_ns(c) == 0)
                 ns = OVERSUBSCRIBED_TICK_NS;
