@@ -27,11 +27,6 @@ static fake_calls_t *calls_of(const char *name)
     return c;
 }
 
-static void assert_message_has(const char *needle)
-{
-    ck_assert_msg(strstr(tcomms_last_error(), needle) != NULL, "'%s' lacks '%s'", tcomms_last_error(), needle);
-}
-
 /* A 1-rank communicator on `backend`, bound to cuda:`index` (index < 0: cpu). */
 static tcomms_comm_t *make_comm(const char *backend, int cuda_index, const tcomms_hints_t *hints)
 {

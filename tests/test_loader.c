@@ -25,11 +25,6 @@ static void use_test_modules(void)
     unsetenv("TCOMMS_BACKEND");
 }
 
-static void assert_message_has(const char *needle)
-{
-    ck_assert_msg(strstr(tcomms_last_error(), needle) != NULL, "'%s' lacks '%s'", tcomms_last_error(), needle);
-}
-
 START_TEST(test_load)
 {
     use_test_modules();

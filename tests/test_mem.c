@@ -53,11 +53,6 @@ static tcomms_comm_t *fake_comm(const char *backend, int on_cuda)
     return comm;
 }
 
-static void assert_message_has(const char *needle)
-{
-    ck_assert_msg(strstr(tcomms_last_error(), needle) != NULL, "'%s' lacks '%s'", tcomms_last_error(), needle);
-}
-
 START_TEST(test_bad_arguments)
 {
     tcomms_comm_t *comm = fake_comm("fakeok", 0);
