@@ -47,10 +47,10 @@ static int parse_level(const char *text, int dflt)
 }
 
 /* The levels in force: read from the environment at the first line and again at each communicator's creation
- * (tc_log_env_check), never per line, so a disabled level costs one load and one compare on the hot path. A
- * snapshot is never changed once published; one that differs replaces it, and the old ones stay reachable (a
- * thread may still read one) until the process ends: a few hundred bytes each, kept only when the variables
- * changed. */
+ * (tc_log_env_check for a root, tc_log_refresh for a split), never per line, so a disabled level costs one load
+ * and one compare on the hot path. A snapshot is never changed once published; one that differs replaces it, and
+ * the old ones stay reachable (a thread may still read one) until the process ends: a few hundred bytes each, kept
+ * only when the variables changed. */
 #define MAX_COMPONENTS 16
 typedef struct levels {
     int global, max;  /* TCOMMS_LOG_LEVEL; the highest level any component logs at */
@@ -77,6 +77,13 @@ static int level_var(const char *var, const char **who, size_t *len)
     *who = var + 7;
     *len = eq - var == 16 ? 0 : (size_t)(eq - 10 - *who);
     return 1;
+}
+
+static levels_t *levels_refresh(void);
+
+void tc_log_refresh(void)
+{
+    levels_refresh();
 }
 
 static levels_t *levels_refresh(void)

@@ -10,6 +10,8 @@
 
 void tc_log(tcomms_log_level_t level, const char *who, const char *fmt, ...) TC_PRINTF(3, 4);
 void tc_vlog(tcomms_log_level_t level, const char *who, const char *fmt, va_list ap);
+/* Read the levels again (a split's creation; a root's goes through tc_log_env_check). */
+void tc_log_refresh(void);
 /* Whether a line of `level` from component `who` is written: one load and one compare when it is not. */
 int tc_log_enabled(tcomms_log_level_t level, const char *who);
 

@@ -96,6 +96,7 @@ static tcomms_status_t split_nonmember(tcomms_comm_t *parent, tcomms_comm_t *chi
 static tcomms_status_t build(tcomms_comm_t *parent, tcomms_comm_t *child, const int *members, int n,
                              tcomms_comm_t **out)
 {
+    tc_log_refresh(); /* a new communicator reads the log levels again, as a root's creation does */
     if (n == 0)
         return split_nonmember(parent, child);
     child->size = n;
