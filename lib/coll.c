@@ -228,17 +228,21 @@ static tcomms_status_t validate(const tcomms_comm_t *comm, tcomms_coll_args_t *a
 
 /* The TRACE line of each operation, before it is posted: what a hang report greps for across ranks (the same
  * sequence number names the same call on every member of a communicator used in program order). */
-static void trace(const tcomms_comm_t *comm, const tcomms_coll_args_t *a, tcomms_device_type_t type)
+static void trace(const tcomms_comm_t *comm, const tc_slot_t *slot, const tcomms_coll_args_t *a,
+                  tcomms_device_type_t type)
 {
     const tcomms_coll_info_t *info = tcomms_coll_info(a->type);
-    char op[32] = "", peer[32] = "";
+    const char *algo = slot->be->algorithm != NULL ? slot->be->algorithm(slot->bcomm, a) : NULL;
+    char op[32] = "", peer[32] = "", alg[48] = "";
+    if (algo != NULL)
+        snprintf(alg, sizeof(alg), " algorithm %s", algo);
     if (info->flags & TCOMMS_COLL_REDUCES)
         snprintf(op, sizeof(op), " op %s", tcomms_op_name(a->op));
     if (info->flags & (TCOMMS_COLL_ROOTED | TCOMMS_COLL_P2P))
         snprintf(peer, sizeof(peer), " %s %d", info->flags & TCOMMS_COLL_ROOTED ? "root" : "peer", a->peer);
-    tc_log(TCOMMS_LOG_TRACE, "core", "'%s' rank %d #%llu %s count %zu %s%s%s%s on %s%s, timeout %u ms", comm->name,
-           comm->rank, (unsigned long long)a->seq, info->name, a->count, tcomms_dtype_name(a->dtype), op, peer,
-           a->in_place ? " in place" : "", tcomms_device_type_name(type),
+    tc_log(TCOMMS_LOG_TRACE, "core", "'%s' rank %d #%llu %s count %zu %s%s%s%s on %s by %s%s%s, timeout %u ms",
+           comm->name, comm->rank, (unsigned long long)a->seq, info->name, a->count, tcomms_dtype_name(a->dtype), op,
+           peer, a->in_place ? " in place" : "", tcomms_device_type_name(type), slot->be->name, alg,
            a->flags & TCOMMS_COLL_FLAG_BLOCKING ? " blocking" : "", a->timeout_ms);
 }
 
@@ -288,7 +292,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     if (st == TCOMMS_SUCCESS) {
         a->seq = atomic_fetch_add_explicit(&comm->ops_posted, 1, memory_order_relaxed) + 1;
         if (tc_log_enabled(TCOMMS_LOG_TRACE, "core"))
-            trace(comm, a, type);
+            trace(comm, slot, a, type);
     }
     if (st == TCOMMS_SUCCESS && grouped)
         st = tc_group_join(slot->be);

@@ -82,4 +82,5 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     .mem_deregister = tcn_mem_deregister,
     .priority = 20, /* the default for CUDA: the only CUDA module of this tree (docs/backends.md, Selection) */
     .comm_abort = tcn_comm_abort,
+    .algorithm = tcn_algorithm,
 };

@@ -326,6 +326,24 @@ static int ce_detour(const tcn_comm_t *c, const tcomms_coll_args_t *a)
 #endif
 }
 
+/* The small-message kernel serves calls outside CUDA graph captures and tcomms groups (small.c). */
+static int goes_small(const tcn_comm_t *c, const tcomms_coll_args_t *a, int captured)
+{
+    return !captured && !tcn_group_open() && tcn_small_fits(c, a);
+}
+
+const char *tcn_algorithm(void *bcomm, const tcomms_coll_args_t *a)
+{
+    tcn_comm_t *c = bcomm;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    int prev = tcn_device_enter(c);
+    cudaError_t e = cudaStreamIsCapturing((cudaStream_t)a->stream, &cs);
+    tcn_device_leave(prev);
+    if (e != cudaSuccess)
+        return NULL; /* post() reports it */
+    return goes_small(c, a, cs == cudaStreamCaptureStatusActive) ? "small" : "nccl";
+}
+
 tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
 {
     tcn_comm_t *c = bcomm;
@@ -339,7 +357,7 @@ tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
         return tcn_cuda_error(e, "cudaStreamIsCapturing(opts.stream)", c->name);
     }
     int captured = cs == cudaStreamCaptureStatusActive;
-    int small = !captured && !tcn_group_open() && tcn_small_fits(c, a);
+    int small = goes_small(c, a, captured);
     tcn_op_t *op;
     tcomms_status_t st = tcn_op_get(c, !captured, &op); /* no event queries inside a capture */
     if (st != TCOMMS_SUCCESS) {

@@ -174,6 +174,8 @@ tcomms_status_t tcn_comm_aborted(tcn_comm_t *c, const char *what);
 /* ---- operations on a communicator (ops.c), groups (group.c), memory (mem.c) ---------------------------------- */
 
 tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork);
+/* "small" (tcomms' small-message kernel) or "nccl": what tcn_post will run `a` with, for the core's trace line. */
+const char *tcn_algorithm(void *bcomm, const tcomms_coll_args_t *a);
 const char *tcn_coll_name(tcomms_coll_type_t type);
 /* Enqueue `a` on `stream` (c->lock held, device set). In-place all_to_all uses the communicator's scratch, except
  * inside a capture or an open group, where *scratch receives a stream-ordered allocation to free after the launch. */

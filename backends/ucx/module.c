@@ -48,6 +48,12 @@ static int room_in_flight(void *arg)
     return ((tcu_comm_t *)arg)->in_flight < TCU_MAX_IN_FLIGHT;
 }
 
+/* A collective's algorithm: the size and the forced choices are fixed at creation, so no lock is needed. */
+static const tcu_algo_t *choose(const tcu_comm_t *c, const tcomms_coll_args_t *a)
+{
+    return c->size == 1 ? &tcu_algo_alone : tcu_select(c, a, c->core->dtype_size(a->dtype));
+}
+
 static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
 {
     tcu_comm_t *c = bcomm;
@@ -72,7 +78,7 @@ static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwo
         kind = TCU_KIND_P2P;
         seq = a->type == TCOMMS_COLL_SEND ? c->send_seq[a->peer]++ : c->recv_seq[a->peer]++;
     } else {
-        algo = c->size == 1 ? &tcu_algo_alone : tcu_select(c, a, c->core->dtype_size(a->dtype));
+        algo = choose(c, a);
         seq = c->coll_seq++;
     }
     tcu_task_t *t = NULL;
@@ -159,6 +165,14 @@ static tcomms_status_t comm_abort(void *bcomm)
     return TCOMMS_SUCCESS;
 }
 
+/* For the core's trace line, what post() will choose. Point-to-point has nothing to choose. */
+static const char *algorithm(void *bcomm, const tcomms_coll_args_t *a)
+{
+    if (a->type == TCOMMS_COLL_SEND || a->type == TCOMMS_COLL_RECV)
+        return NULL;
+    return choose(bcomm, a)->name;
+}
+
 static const char *const honoured_hints[] = {NULL};
 
 __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_module = {
@@ -177,4 +191,5 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     .work_free = work_free,
     .priority = 20, /* above gloo (10): faster for every collective and size measured (docs/perf.md) */
     .comm_abort = comm_abort,
+    .algorithm = algorithm,
 };

@@ -25,9 +25,10 @@ extern "C" {
  *   module of another major, or of a newer minor than the core's, is refused with TCOMMS_ERR_ABI.
  * Major 7 follows the single version number 6 that came before, in the same first 4 bytes, so a core of either
  * scheme refuses a module of the other by its first field alone. Minor history: 7.0, the entries of ABI 6;
- * 7.1, tcomms_backend_t.priority and comm_abort, tcomms_core_t.coll_info and tcomms_coll_args_t.seq. */
+ * 7.1, tcomms_backend_t.priority and comm_abort, tcomms_core_t.coll_info and tcomms_coll_args_t.seq; 7.2,
+ * tcomms_backend_t.algorithm. */
 #define TCOMMS_BACKEND_ABI_MAJOR 7u
-#define TCOMMS_BACKEND_ABI_MINOR 1u
+#define TCOMMS_BACKEND_ABI_MINOR 2u
 
 /* The first member of tcomms_backend_t and tcomms_core_t: which ABI the table was built against, and its size
  * then. */
@@ -271,6 +272,12 @@ typedef struct tcomms_backend {
      * nor its parent. Later calls on it (post, comm_destroy) must still work; the core refuses new operations
      * itself. Optional: without it, pending operations end at their timeouts. */
     tcomms_status_t (*comm_abort)(void *bcomm);
+
+    /* ---- 7.2 ---- */
+    /* The name of the algorithm post() would run `args` with (a static string, e.g. "ring"), for the core's
+     * TRACE line of the operation, which calls it just before post() and only while that level is on. Optional:
+     * NULL, or a NULL answer, says the backend chooses nothing the user could tell apart (or cannot know). */
+    const char *(*algorithm)(void *bcomm, const tcomms_coll_args_t *args);
 } tcomms_backend_t;
 
 /* ---- what the core does for every backend, and what it leaves to it ----------------------------------------------
