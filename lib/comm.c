@@ -571,26 +571,3 @@ tcomms_status_t tcomms_comm_backend(const tcomms_comm_t *comm, tcomms_device_typ
         *name = slot->be->name;
     return st;
 }
-
-tcomms_status_t tcomms_comm_hint(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *key, char *buf,
-                                 size_t len)
-{
-    CHECK_QUERY(comm, buf);
-    if (key == NULL || len == 0)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_hint: %s", key ? "len is 0" : "key is NULL");
-    /* The keys tcomms_hints_set accepts, no more: a module's own key needs that module in the search path. */
-    const char *canonical = NULL;
-    if (tc_hint_check_key(key, &canonical) != TCOMMS_SUCCESS)
-        return tc_error_prefix(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_hint: ");
-    const tc_slot_t *slot = NULL;
-    tcomms_status_t st = tc_comm_slot(comm, type, __func__, &slot);
-    if (st != TCOMMS_SUCCESS)
-        return st;
-    st = slot->be->comm_hint ? slot->be->comm_hint(slot->bcomm, canonical, buf, len)
-                             : TCOMMS_ERR_NOT_SUPPORTED;
-    if (st == TCOMMS_ERR_NOT_SUPPORTED) {
-        snprintf(buf, len, "not applicable");
-        st = TCOMMS_SUCCESS;
-    }
-    return st;
-}

@@ -6,6 +6,7 @@
 
 #include "dtype.h"
 #include "error.h"
+#include "hints.h"
 #include "loader.h"
 #include "log.h"
 #include "store/store.h"
@@ -65,4 +66,5 @@ const tcomms_core_t tc_core = {
     .dtype_name = tcomms_dtype_name,
     .op_name = tcomms_op_name,
     .coll_info = tcomms_coll_info,
+    .setting_resolve = tc_setting_resolve,
 };

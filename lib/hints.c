@@ -25,11 +25,9 @@ static const struct hint_def {
     {"max_ctas", {"maxCTAs", NULL, NULL}, HINT_INT, 1, 64},
     {"blocking", {NULL, NULL, NULL}, HINT_BOOL, 0, 1},
     {"split_share", {"splitShare", NULL, NULL}, HINT_BOOL, 0, 1},
+    {"strict_hints", {"strictHints", NULL, NULL}, HINT_BOOL, 0, 1},
 };
 #define N_HINT_DEFS (sizeof(hint_defs) / sizeof(hint_defs[0]))
-
-const char *const tc_hint_keys[] = {"high_priority_stream", "cga_cluster_size", "min_ctas", "max_ctas", "blocking",
-                                    "split_share", NULL};
 
 #define TC_HINT_MAX_LEN 256
 
@@ -111,10 +109,15 @@ static tcomms_status_t check_namespaced(const char *key)
     }
     char names[256];
     tc_backend_names(names, sizeof(names));
-    if (dot == NULL || dot[1] == '\0' || dot == key)
-        return tc_error(TCOMMS_ERR_INVALID_ARG, "unknown hint '%s' (known: high_priority_stream, cga_cluster_size, "
-                        "min_ctas, max_ctas, blocking, split_share, or '<module>.<key>' for a module in the search "
-                        "path: %s)", key, names[0] ? names : "none found");
+    if (dot == NULL || dot[1] == '\0' || dot == key) {
+        char known[256] = "";
+        for (size_t i = 0, at = 0; i < N_HINT_DEFS && at < sizeof(known); i++) {
+            int n = snprintf(known + at, sizeof(known) - at, "%s, ", hint_defs[i].key);
+            at += n > 0 ? (size_t)n : 0;
+        }
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "unknown hint '%s' (known: %sor '<module>.<key>' for a module in the "
+                        "search path: %s)", key, known, names[0] ? names : "none found");
+    }
     return tc_error(TCOMMS_ERR_INVALID_ARG, "hint '%s': no backend module '%.*s' in the search path (modules: %s), so "
                     "nothing would read it", key, (int)(dot - key), key, names[0] ? names : "none found");
 }

@@ -15,7 +15,9 @@ tcomms_status_t tc_hint_check_key(const char *key, const char **canonical);
 tcomms_status_t tc_hints_merge(tcomms_hints_t *dst, const tcomms_hints_t *src);
 /* Cross-key checks (min_ctas <= max_ctas). */
 tcomms_status_t tc_hints_check(const tcomms_hints_t *hints);
-/* The known keys, NULL-terminated, canonical spelling. */
-extern const char *const tc_hint_keys[];
+
+/* core->setting_resolve (lib/setting.c): what runs, from a hint, an overriding variable or the default. */
+tcomms_status_t tc_setting_resolve(const tcomms_hints_t *hints, const char *who, const char *key, const char *hint,
+                                   const char *var, const char *dflt, tcomms_setting_t *out);
 
 #endif

@@ -28,7 +28,7 @@ AM_TESTS_ENVIRONMENT = \
 
 if HAVE_CHECK
 unit_tests = tests/test_dtype tests/test_hints tests/test_env tests/test_error tests/test_store tests/test_store_coll \
-	tests/test_store_guard tests/test_loader tests/test_log
+	tests/test_store_guard tests/test_loader tests/test_log tests/test_settings
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -36,6 +36,10 @@ tests_test_dtype_SOURCES = tests/test_dtype.c
 tests_test_dtype_CFLAGS = $(unit_cflags)
 tests_test_dtype_CPPFLAGS = $(unit_cppflags)
 tests_test_dtype_LDADD = $(unit_ldadd)
+tests_test_settings_SOURCES = tests/test_settings.c tests/check_run.h
+tests_test_settings_CFLAGS = $(unit_cflags)
+tests_test_settings_CPPFLAGS = $(unit_cppflags)
+tests_test_settings_LDADD = $(unit_ldadd)
 tests_test_hints_SOURCES = tests/test_hints.c
 tests_test_hints_CFLAGS = $(unit_cflags)
 tests_test_hints_CPPFLAGS = $(unit_cppflags)
@@ -99,6 +103,10 @@ tests_tcomms_fakedecline_la_LDFLAGS = $(fake_ldflags)
 tests_tcomms_fakenosym_la_SOURCES = tests/fake_backend.c
 tests_tcomms_fakenosym_la_CPPFLAGS = $(AM_CPPFLAGS) -DFAKE_NO_SYMBOL
 tests_tcomms_fakenosym_la_LDFLAGS = $(fake_ldflags)
+# A stand-in for NCCL's environment variables over its config, for test_settings.
+check_LTLIBRARIES += tests/tcomms_fakenccl.la
+tests_tcomms_fakenccl_la_SOURCES = tests/fake_settings.c
+tests_tcomms_fakenccl_la_LDFLAGS = $(fake_ldflags)
 
 # Single-rank CUDA-serving fakes (no CUDA needed): "fakecuda" has every optional ABI entry and counts the core's
 # calls (tests/fake_calls.h), "fakecudabare" has none. test_bind and test_mem drive the core through them.

@@ -336,7 +336,8 @@ START_TEST(test_default_by_priority)
         want[nwant++] = "ucx";
     if (strstr(list, "gloo") != NULL)
         want[nwant++] = "gloo";
-    want[nwant++] = "fakeok"; /* 0, and first by name of the two at 0 */
+    want[nwant++] = "fakenccl"; /* 0, and first by name of the three at 0 */
+    want[nwant++] = "fakeok";
     want[nwant++] = "fakeprev";
     const tc_module_info_t *mods;
     size_t n = 0, order[32];

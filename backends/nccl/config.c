@@ -57,6 +57,7 @@ static const struct key_def {
     "n_channels_per_net_peer, nvlink_centric_sched, small_bytes"
 
 static const char *const policy_names[] = {"default", "efficiency", "zero"};
+_Static_assert(F_COUNT <= TCN_CONFIG_KEYS, "tcn_config_t.set holds a setting per key");
 
 /* The ncclConfig_t int field of key `id`, or NULL (strings, the stream priority, fields these headers lack). */
 static int *int_field(ncclConfig_t *nc, int id)
@@ -173,6 +174,12 @@ tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_n
     for (int id = 0; id < F_COUNT; id++) {
         const char *key;
         const char *v = lookup(hints, &defs[id], &key);
+        if (defs[id].available) { /* what NCCL will run: the hint, unless its variable overrides it */
+            tcomms_status_t st = tcn_core->setting_resolve(hints, "nccl", defs[id].key, v, defs[id].env,
+                                                           defs[id].dflt, &cfg->set[id]);
+            if (st != TCOMMS_SUCCESS)
+                return st;
+        }
         if (v == NULL)
             continue;
         if (!defs[id].available) {
@@ -201,10 +208,6 @@ tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_n
                 cfg->small_bytes = x;
         }
         cfg->given |= 1u << id;
-        const char *env = defs[id].env ? getenv(defs[id].env) : NULL;
-        if (env && *env)
-            tcn_core->log(TCOMMS_LOG_WARN, "nccl", "hint '%s=%s' is overridden by %s=%s, which NCCL reads after its "
-                          "config", key, v, defs[id].env, env);
     }
     if (cfg->given & (1u << F_NET_NAME))
         cfg->nc.netName = cfg->net_name;
@@ -251,7 +254,15 @@ static void report_default(const tcn_comm_t *c, int id, char *buf, size_t len)
         snprintf(buf, len, "%s", defs[id].dflt);
 }
 
-tcomms_status_t tcn_comm_hint(void *bcomm, const char *key, char *buf, size_t len)
+/* What the hint asked, where a backend-side fact decided otherwise, reads TCOMMS_SETTING_BACKEND. */
+static void measured(tcomms_setting_t *out, const char *value)
+{
+    if (out->source == TCOMMS_SETTING_HINT && strcmp(out->value, value) != 0)
+        out->source = TCOMMS_SETTING_BACKEND;
+    snprintf(out->value, sizeof(out->value), "%s", value);
+}
+
+tcomms_status_t tcn_comm_setting(void *bcomm, const char *key, tcomms_setting_t *out)
 {
     tcn_comm_t *c = bcomm;
     int id = find_def(key);
@@ -264,32 +275,23 @@ tcomms_status_t tcn_comm_hint(void *bcomm, const char *key, char *buf, size_t le
     if (!defs[id].available)
         return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl: hint '%s' needs a newer NCCL than %d.%d.%d", key,
                                NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+    *out = c->cfg.set[id];
+    char v[64];
     if (id == F_SMALL_BYTES) { /* what the communicator runs with: 0 where the path is off */
-        snprintf(buf, len, "%zu", c->small.slot);
-        return TCOMMS_SUCCESS;
-    }
-    if (id == F_HIGH_PRIO) {
+        snprintf(v, sizeof(v), "%zu", c->small.slot);
+        measured(out, v);
+    } else if (id == F_HIGH_PRIO) {
         /* what the stream got, not what was asked: a device without priorities gives 0 */
-        snprintf(buf, len, "%d", c->prio == c->prio_greatest && c->prio_greatest != c->prio_least);
-        return TCOMMS_SUCCESS;
+        snprintf(v, sizeof(v), "%d", c->prio == c->prio_greatest && c->prio_greatest != c->prio_least);
+        measured(out, v);
+    } else if (out->source == TCOMMS_SETTING_DEFAULT) {
+        report_default(c, id, out->value, sizeof(out->value));
+    } else if (out->source == TCOMMS_SETTING_HINT && defs[id].kind != K_STR) { /* as NCCL got it: 1, not "yes" */
+        int x = *int_field(&c->cfg.nc, id);
+        if (defs[id].kind == K_POLICY && x >= 0 && x < 3)
+            snprintf(out->value, sizeof(out->value), "%s", policy_names[x]);
+        else
+            snprintf(out->value, sizeof(out->value), "%d", x);
     }
-    const char *env = defs[id].env ? getenv(defs[id].env) : NULL;
-    if (env && *env) { /* NCCL applies its variable over the config */
-        snprintf(buf, len, "%s", env);
-        return TCOMMS_SUCCESS;
-    }
-    if (!(c->cfg.given & (1u << id))) {
-        report_default(c, id, buf, len);
-        return TCOMMS_SUCCESS;
-    }
-    if (defs[id].kind == K_STR) {
-        snprintf(buf, len, "%s", id == F_NET_NAME ? c->cfg.net_name : c->cfg.comm_name);
-        return TCOMMS_SUCCESS;
-    }
-    int v = *int_field(&c->cfg.nc, id);
-    if (defs[id].kind == K_POLICY && v >= 0 && v < 3)
-        snprintf(buf, len, "%s", policy_names[v]);
-    else
-        snprintf(buf, len, "%d", v);
     return TCOMMS_SUCCESS;
 }

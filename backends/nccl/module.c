@@ -67,7 +67,6 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     .query = query,
     .comm_create = tcn_comm_create,
     .comm_destroy = tcn_comm_destroy,
-    .comm_hint = tcn_comm_hint,
     .post = tcn_post,
     .work_test = tcn_work_test,
     .work_wait = tcn_work_wait,
@@ -83,4 +82,5 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     .priority = 20, /* the default for CUDA: the only CUDA module of this tree (docs/backends.md, Selection) */
     .comm_abort = tcn_comm_abort,
     .algorithm = tcn_algorithm,
+    .comm_setting = tcn_comm_setting,
 };

@@ -39,6 +39,7 @@ extern const tcomms_core_t *tcn_core;
 
 /* A communicator's ncclConfig_t built from its hints, with what was asked, for comm_hint. Strings live here, so
  * the struct must not move between tcn_config_build and the NCCL call that reads it. */
+#define TCN_CONFIG_KEYS 16
 typedef struct tcn_config {
     ncclConfig_t nc;
     unsigned given;          /* bit per key of config.c's table: set by a hint */
@@ -46,6 +47,7 @@ typedef struct tcn_config {
     int small_bytes;         /* nccl.small_bytes asked, or -1 */
     char net_name[128];
     char comm_name[128];
+    tcomms_setting_t set[TCN_CONFIG_KEYS]; /* per key of config.c's table: what runs and why, as at creation */
 } tcn_config_t;
 
 tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_name, tcn_config_t *cfg);
@@ -167,7 +169,7 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
 tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm_args_t *args);
 tcomms_status_t tcn_comm_destroy(void *bcomm);
 /* The applied value of a hint (config.c). */
-tcomms_status_t tcn_comm_hint(void *bcomm, const char *key, char *buf, size_t len);
+tcomms_status_t tcn_comm_setting(void *bcomm, const char *key, tcomms_setting_t *out);
 /* TCOMMS_ERR_ABORTED naming the failure that aborted `c`, for calls made after it. */
 tcomms_status_t tcn_comm_aborted(tcn_comm_t *c, const char *what);
 

@@ -26,7 +26,7 @@ extern "C" {
  * Major 7 follows the single version number 6 that came before, in the same first 4 bytes, so a core of either
  * scheme refuses a module of the other by its first field alone. Minor history: 7.0, the entries of ABI 6;
  * 7.1, tcomms_backend_t.priority and comm_abort, tcomms_core_t.coll_info and tcomms_coll_args_t.seq; 7.2,
- * tcomms_backend_t.algorithm. */
+ * tcomms_backend_t.algorithm and comm_setting, tcomms_core_t.setting_resolve. */
 #define TCOMMS_BACKEND_ABI_MAJOR 7u
 #define TCOMMS_BACKEND_ABI_MINOR 2u
 
@@ -151,6 +151,13 @@ typedef struct tcomms_core {
     const char *(*op_name)(tcomms_op_t op);
     /* (7.1) tcomms_coll_info: what each operation is (its name, whether it reduces, has a root, count arrays). */
     const tcomms_coll_info_t *(*coll_info)(tcomms_coll_type_t type);
+    /* (7.2) A setting of a communicator being created whose library reads environment variable `var` (NULL: none)
+     * over its config, as NCCL does NCCL_MIN_CTAS: `hint` is the hint's value (NULL: not given), `dflt` the default
+     * (NULL where the backend computes it later). *out is what runs and where it came from (tcomms_comm_setting).
+     * A hint the variable overrides is a warning naming both, or TCOMMS_ERR_BAD_ENV when `hints` set
+     * strict_hints: one rule for every module. */
+    tcomms_status_t (*setting_resolve)(const tcomms_hints_t *hints, const char *who, const char *key,
+                                       const char *hint, const char *var, const char *dflt, tcomms_setting_t *out);
 } tcomms_core_t;
 
 /* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent
@@ -278,6 +285,10 @@ typedef struct tcomms_backend {
      * TRACE line of the operation, which calls it just before post() and only while that level is on. Optional:
      * NULL, or a NULL answer, says the backend chooses nothing the user could tell apart (or cannot know). */
     const char *(*algorithm)(void *bcomm, const tcomms_coll_args_t *args);
+    /* tcomms_comm_setting: the value of canonical key `key` in force and where it came from, or
+     * TCOMMS_ERR_NOT_SUPPORTED for "not applicable". Optional: NULL falls back to comm_hint, a given hint then
+     * reading as TCOMMS_SETTING_HINT and anything else as TCOMMS_SETTING_DEFAULT. */
+    tcomms_status_t (*comm_setting)(void *bcomm, const char *key, tcomms_setting_t *out);
 } tcomms_backend_t;
 
 /* ---- what the core does for every backend, and what it leaves to it ----------------------------------------------

@@ -136,6 +136,9 @@ TCOMMS_API tcomms_status_t tcomms_device_parse(const char *text, tcomms_device_t
  *   min_ctas, max_ctas   (int 1..64; also minCTAs, maxCTAs)
  *   blocking             (bool)
  *   split_share          (bool; also splitShare)
+ *   strict_hints         (bool; also strictHints) a hint that an environment variable overrides (NCCL reads
+ *                        NCCL_MIN_CTAS over its config, say) fails creation with TCOMMS_ERR_BAD_ENV instead of
+ *                        a warning (tcomms_comm_setting)
  *   nccl.*, gloo.*, ucx.* (backend-namespaced: passed to that backend, which reports what it applied)
  * Booleans accept 1/0, true/false, yes/no, on/off. An unknown un-namespaced key, or a value of the wrong type or
  * range, is TCOMMS_ERR_INVALID_ARG naming the key. */
@@ -283,6 +286,33 @@ TCOMMS_API tcomms_status_t tcomms_comm_backend(const tcomms_comm_t *comm, tcomms
  * default where the hint was not given, or "not applicable" where the backend has no such setting. */
 TCOMMS_API tcomms_status_t tcomms_comm_hint(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *key,
                                             char *buf, size_t len);
+
+/* Where the value of a setting in force comes from. Hints are not inherited, so a split child's values come from
+ * its own hints, the environment or the defaults, never from its parent. */
+typedef enum tcomms_setting_source {
+    TCOMMS_SETTING_DEFAULT = 0, /* no hint and no variable: the backend's (or its library's) default */
+    TCOMMS_SETTING_HINT,        /* the communicator's hint */
+    TCOMMS_SETTING_ENV,         /* an environment variable the library under the backend reads over its config,
+                                   set when the communicator was created: over the hint, if one was given */
+    TCOMMS_SETTING_BACKEND      /* what the backend ended up with where that differs from what was asked (a
+                                   device without stream priorities runs "high_priority_stream=1" at 0) */
+} tcomms_setting_source_t;
+
+typedef struct tcomms_setting {
+    char value[128];                /* as tcomms_comm_hint gives it ("not applicable" included) */
+    tcomms_setting_source_t source;
+    char origin[64];                /* the hint key or the variable's name; "" for a default */
+    char overridden[128];           /* "" unless source is TCOMMS_SETTING_ENV over a hint: the hint's value, which
+                                       the communicator does not run with (creation warned about it) */
+} tcomms_setting_t;
+
+/* tcomms_comm_hint with where the value comes from: the setting `key` (any spelling) in force on the backend
+ * serving `type`. A backend whose module predates this call reports a given hint as TCOMMS_SETTING_HINT and
+ * anything else as TCOMMS_SETTING_DEFAULT. */
+TCOMMS_API tcomms_status_t tcomms_comm_setting(const tcomms_comm_t *comm, tcomms_device_type_t type, const char *key,
+                                               tcomms_setting_t *out);
+/* "default", "hint", "environment", "backend"; "unknown" for another value. */
+TCOMMS_API const char *tcomms_setting_source_name(tcomms_setting_source_t source);
 
 /* ---- operations ------------------------------------------------------------------------------------------------ */
 

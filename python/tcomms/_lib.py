@@ -45,6 +45,12 @@ class CommParams(ctypes.Structure):
                 ("store_ops", P(StoreOps)), ("store_ctx", c_void_p)]
 
 
+class Setting(ctypes.Structure):
+    """tcomms_setting_t: a setting in force and where it came from."""
+    _fields_ = [("value", ctypes.c_char * 128), ("source", c_int), ("origin", ctypes.c_char * 64),
+                ("overridden", ctypes.c_char * 128)]
+
+
 class OpOpts(ctypes.Structure):
     _fields_ = [("field_mask", c_uint64), ("timeout_ms", c_uint32), ("stream", c_void_p), ("device_type", c_int)]
 
@@ -97,6 +103,8 @@ _PROTOS = {
     "tcomms_comm_device": (c_int, [_COMM, P(Device)]),
     "tcomms_comm_backend": (c_int, [_COMM, c_int, P(c_char_p)]),
     "tcomms_comm_hint": (c_int, [_COMM, c_int, c_char_p, c_char_p, c_size_t]),
+    "tcomms_comm_setting": (c_int, [_COMM, c_int, c_char_p, P(Setting)]),
+    "tcomms_setting_source_name": (c_char_p, [c_int]),
     "tcomms_all_reduce": (c_int, [_COMM, c_void_p, c_void_p, c_size_t, c_int, c_int, _OPTS, P(_WORK)]),
     "tcomms_broadcast": (c_int, [_COMM, c_void_p, c_size_t, c_int, c_int, _OPTS, P(_WORK)]),
     "tcomms_reduce": (c_int, [_COMM, c_void_p, c_void_p, c_size_t, c_int, c_int, c_int, _OPTS, P(_WORK)]),

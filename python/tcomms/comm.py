@@ -305,6 +305,16 @@ class Comm:
         check(L.tcomms_comm_hint(self._h(), t, _enc(key), buf, len(buf)), "hint %s" % key)
         return buf.value.decode()
 
+    def setting(self, key, device_type=None):
+        """(value, source, origin, overridden) of setting `key` (tcomms_comm_setting): source is "hint",
+        "environment", "default" or "backend"; origin the hint key or variable; overridden a hint's value that an
+        environment variable replaced ("" if none)."""
+        t = self.device_type if device_type is None else _device_type(device_type)
+        s = _lib.Setting()
+        check(L.tcomms_comm_setting(self._h(), t, _enc(key), ctypes.byref(s)), "setting %s" % key)
+        return (s.value.decode(), L.tcomms_setting_source_name(s.source).decode(), s.origin.decode(),
+                s.overridden.decode())
+
     # ---- splits ---------------------------------------------------------------------------------------------
     def _child(self, out):
         return Comm(_handle=out, _keep=self._keep) if out else None

@@ -532,6 +532,7 @@ def hints_given_and_read_back():
     for key in ("min_ctas", "minCTAs", "max_ctas", "blocking", "high_priority_stream"):
         assert child.hint(key) == "not applicable", "%s reads %r on %s" % (key, child.hint(key), child.backend())
         assert child.hint(key, "cpu") == "not applicable"
+        assert child.setting(key) == ("not applicable", "default", "", ""), child.setting(key)
     assert child.backend() == harness.BACKEND and comm.backend("cpu") == harness.BACKEND
     x = np.ones(3, np.float32)
     child.all_reduce(x)
@@ -546,6 +547,7 @@ def hints_given_and_read_back():
         assert host not in ("", "not applicable"), host
         child = comm.split(range(SIZE))
         assert child.hint("gloo.hostname") == host, (child.hint("gloo.hostname"), host)
+        assert child.setting("gloo.hostname")[:2] == (host, "default"), child.setting("gloo.hostname")
         child.destroy()
     else:
         assert comm.hint("ucx.tls") == "not applicable", comm.hint("ucx.tls")
