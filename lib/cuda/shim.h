@@ -69,7 +69,8 @@ typedef struct tc_cudart { TC_CUDART_CALLS(TC_CUDART_FIELD) } tc_cudart_t;
  * later calls return it; a failure is not kept. NULL with a sentence in `why`: what was tried and the loader's words,
  * or the entry point missing. */
 const tc_cudart_t *tc_cudart_load(const char *only, char *why, size_t len);
-/* "CALL failed: the runtime's text (cudaErrorName)" into buf, as every CUDA failure in tcomms reads; returns buf. */
+/* "CALL failed: the runtime's text (cudaErrorName)" into buf, as every CUDA failure in tcomms reads; returns buf.
+ * Before a table was loaded the runtime cannot name the error: "CALL failed: CUDA error N". */
 const char *tc_cudart_describe(char *buf, size_t len, const char *call, cudaError_t err);
 
 #ifdef TC_CUDA_HEADERS
@@ -87,7 +88,7 @@ const char *tc_cudart_describe(char *buf, size_t len, const char *call, cudaErro
 typedef struct tc_cuda_driver { TC_CUDA_DRIVER_CALLS(TC_CUDA_DRIVER_FIELD) } tc_cuda_driver_t;
 #undef TC_CUDA_DRIVER_FIELD
 
-/* libcuda.so.1, with cuInit(0) done; kept and failures not kept as tc_cudart_load. */
+/* libcuda.so.1, with cuInit(0) done; a success is kept, a failure is not, as with tc_cudart_load. */
 const tc_cuda_driver_t *tc_cuda_driver_load(char *why, size_t len);
 /* "CALL failed: the driver's text (CUDA_ERROR_NAME)", as tc_cudart_describe. */
 const char *tc_cuda_driver_describe(char *buf, size_t len, const char *call, CUresult err);
