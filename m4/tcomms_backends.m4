@@ -102,6 +102,8 @@ AC_DEFUN([TCOMMS_CHECK_CUDA], [
   ])
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LDFLAGS])
+  # The CUDA shim (lib/cuda) takes its prototypes from the toolkit's headers when found, else declares its own.
+  AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
   # nvcc builds the FSDP runtime's device kernels (as PTX the driver loads) and the CUDA example and benchmark;
   # cuBLAS is their compute. Both optional: without them the CUDA parts are left out, the rest builds.
   have_nvcc=no

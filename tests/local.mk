@@ -142,6 +142,7 @@ EXTRA_DIST += tests/check_run.h tests/sh_lib.sh
 include tests/run.mk
 include tests/mrank.mk
 include tests/perf.mk
+include tests/cuda.mk
 include tests/plot.mk
 include tests/mpirun.mk
 include tests/tools.mk

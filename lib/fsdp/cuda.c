@@ -2,100 +2,28 @@
 /* FSDP runtime on a GPU: the device ops (rt.h) through the CUDA driver API, which is dlopen'ed at the finalize of
  * a CUDA runtime, so libtcomms links no CUDA library and loads on machines without a driver. Memory comes from
  * cuMemAlloc at finalize; element-wise work is kernels.cu's kernels (an embedded fatbin) on the caller's stream. */
-#include <cuda.h>
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+#include <time.h>
 
+#include "../cuda/shim.h"
 #include "../log.h"
 #include "rt.h"
 
 /* The fatbin of kernels.cu, generated into the build tree (lib/fsdp/local.mk). */
 extern const unsigned char tc_fsdp_fatbin[];
 
-/* The driver entry points, by their versioned names: cuda.h maps the plain names onto these macros, and dlsym
- * needs the symbol the driver exports. */
-static struct driver {
-    CUresult (*init)(unsigned int);
-    CUresult (*device_get)(CUdevice *, int);
-    CUresult (*ctx_retain)(CUcontext *, CUdevice);
-    CUresult (*ctx_release)(CUdevice);
-    CUresult (*ctx_get)(CUcontext *);
-    CUresult (*ctx_set)(CUcontext);
-    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
-    CUresult (*mem_free)(CUdeviceptr);
-    CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-    CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream);
-    CUresult (*module_load)(CUmodule *, const void *);
-    CUresult (*module_unload)(CUmodule);
-    CUresult (*module_function)(CUfunction *, CUmodule, const char *);
-    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                       void **, void **);
-    CUresult (*stream_query)(CUstream);
-    CUresult (*pointer_attribute)(void *, CUpointer_attribute, CUdeviceptr);
-    CUresult (*error_string)(CUresult, const char **);
-    CUresult (*priority_range)(int *, int *);
-    CUresult (*stream_create)(CUstream *, unsigned int, int);
-    CUresult (*stream_destroy)(CUstream);
-    CUresult (*event_create)(CUevent *, unsigned int);
-    CUresult (*event_destroy)(CUevent);
-    CUresult (*event_record)(CUevent, CUstream);
-    CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int);
-} drv;
-
-static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
-static char drv_error[512]; /* empty once the driver is loaded and initialised */
-
-static void load_driver(void)
-{
-    static const struct { const char *name; size_t offset; } syms[] = {
-#define SYM(field, name) {name, offsetof(struct driver, field)}
-        SYM(init, "cuInit"), SYM(device_get, "cuDeviceGet"), SYM(ctx_retain, "cuDevicePrimaryCtxRetain"),
-        SYM(ctx_release, "cuDevicePrimaryCtxRelease_v2"), SYM(ctx_get, "cuCtxGetCurrent"),
-        SYM(ctx_set, "cuCtxSetCurrent"), SYM(mem_alloc, "cuMemAlloc_v2"), SYM(mem_free, "cuMemFree_v2"),
-        SYM(memcpy_async, "cuMemcpyAsync"), SYM(memset_async, "cuMemsetD8Async"),
-        SYM(module_load, "cuModuleLoadData"), SYM(module_unload, "cuModuleUnload"),
-        SYM(module_function, "cuModuleGetFunction"), SYM(launch, "cuLaunchKernel"),
-        SYM(stream_query, "cuStreamQuery"), SYM(pointer_attribute, "cuPointerGetAttribute"),
-        SYM(error_string, "cuGetErrorString"), SYM(priority_range, "cuCtxGetStreamPriorityRange"),
-        SYM(stream_create, "cuStreamCreateWithPriority"), SYM(stream_destroy, "cuStreamDestroy_v2"),
-        SYM(event_create, "cuEventCreate"), SYM(event_destroy, "cuEventDestroy_v2"),
-        SYM(event_record, "cuEventRecord"), SYM(stream_wait_event, "cuStreamWaitEvent"),
-#undef SYM
-    };
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(drv_error, sizeof(drv_error), "dlopen(\"libcuda.so.1\") failed (no NVIDIA driver?): %s", dlerror());
-        return;
-    }
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        void *f = dlsym(lib, syms[i].name);
-        if (f == NULL) {
-            snprintf(drv_error, sizeof(drv_error), "libcuda.so.1 has no symbol %s (driver too old?)", syms[i].name);
-            return;
-        }
-        memcpy((char *)&drv + syms[i].offset, &f, sizeof(f));
-    }
-    CUresult r = drv.init(0);
-    if (r != CUDA_SUCCESS) {
-        const char *s = NULL;
-        drv.error_string(r, &s);
-        snprintf(drv_error, sizeof(drv_error), "cuInit failed: %s (error %d)", s ? s : "unknown error", (int)r);
-    }
-}
+/* The driver's entry points (lib/cuda/shim.h), set by every open that loads them (always the same table: atomic only
+ * because two runtimes may finalize at once). */
+static _Atomic(const tc_cuda_driver_t *) drv;
 
 /* tc_error naming the driver call and the driver's text. */
 static tcomms_status_t cu_error(CUresult r, const char *call)
 {
-    const char *s = NULL;
-    if (drv.error_string(r, &s) != CUDA_SUCCESS || s == NULL)
-        s = "unknown error";
-    return tc_error(r == CUDA_ERROR_OUT_OF_MEMORY ? TCOMMS_ERR_NO_MEMORY : TCOMMS_ERR_SYSTEM,
-                    "fsdp: %s failed: %s (CUDA error %d)", call, s, (int)r);
+    char what[256];
+    return tc_error(r == CUDA_ERROR_OUT_OF_MEMORY ? TCOMMS_ERR_NO_MEMORY : TCOMMS_ERR_SYSTEM, "fsdp: %s",
+                    tc_cuda_driver_describe(what, sizeof what, call, r));
 }
 
 #define CU_TRY(call, name)                                                                                           \
@@ -127,9 +55,9 @@ typedef struct { CUcontext prev; int swapped; } ctx_guard_t;
 static tcomms_status_t enter(const cuda_dev_t *d, ctx_guard_t *g)
 {
     g->swapped = 0;
-    CU_TRY(drv.ctx_get(&g->prev), "cuCtxGetCurrent");
+    CU_TRY(drv->cuCtxGetCurrent(&g->prev), "cuCtxGetCurrent");
     if (g->prev != d->ctx) {
-        CU_TRY(drv.ctx_set(d->ctx), "cuCtxSetCurrent");
+        CU_TRY(drv->cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent");
         g->swapped = 1;
     }
     return TCOMMS_SUCCESS;
@@ -138,7 +66,7 @@ static tcomms_status_t enter(const cuda_dev_t *d, ctx_guard_t *g)
 static tcomms_status_t leave(const ctx_guard_t *g, tcomms_status_t st)
 {
     if (g->swapped) {
-        CUresult r = drv.ctx_set(g->prev);
+        CUresult r = drv->cuCtxSetCurrent(g->prev);
         if (r != CUDA_SUCCESS && st == TCOMMS_SUCCESS)
             return cu_error(r, "cuCtxSetCurrent (restoring the caller's context)");
     }
@@ -167,7 +95,7 @@ static tcomms_status_t launch(cuda_dev_t *d, int k, size_t n, void **args)
     tcomms_status_t st = enter(d, &g);
     if (st != TCOMMS_SUCCESS)
         return st;
-    CUresult r = drv.launch(d->fn[k], (unsigned)blocks, 1, 1, 256, 1, 1, 0, d->stream, args, NULL);
+    CUresult r = drv->cuLaunchKernel(d->fn[k], (unsigned)blocks, 1, 1, 256, 1, 1, 0, d->stream, args, NULL);
     return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuLaunchKernel"));
 }
 
@@ -182,9 +110,9 @@ static tcomms_status_t dev_alloc(void *dev, size_t bytes, void **out)
     if (st != TCOMMS_SUCCESS)
         return st;
     CUdeviceptr p = 0;
-    CUresult r = drv.mem_alloc(&p, bytes); /* 256-byte aligned, more than TC_FSDP_BYTE_ALIGN */
-    if (r == CUDA_SUCCESS && (r = drv.memset_async(p, 0, bytes, d->stream)) != CUDA_SUCCESS) {
-        drv.mem_free(p);
+    CUresult r = drv->cuMemAlloc(&p, bytes); /* 256-byte aligned, more than TC_FSDP_BYTE_ALIGN */
+    if (r == CUDA_SUCCESS && (r = drv->cuMemsetD8Async(p, 0, bytes, d->stream)) != CUDA_SUCCESS) {
+        drv->cuMemFree(p);
         return leave(&g, cu_error(r, "cuMemsetD8Async"));
     }
     if (r != CUDA_SUCCESS)
@@ -199,7 +127,7 @@ static void dev_free(void *dev, void *p)
     ctx_guard_t g;
     if (enter(d, &g) != TCOMMS_SUCCESS)
         return;
-    CUresult r = drv.mem_free((CUdeviceptr)(uintptr_t)p);
+    CUresult r = drv->cuMemFree((CUdeviceptr)(uintptr_t)p);
     if (r != CUDA_SUCCESS)
         tc_log(TCOMMS_LOG_WARN, "fsdp", "cuMemFree of %p failed (CUDA error %d)", p, (int)r);
     leave(&g, TCOMMS_SUCCESS);
@@ -212,7 +140,7 @@ static tcomms_status_t dev_zero(void *dev, void *buf, size_t bytes)
     tcomms_status_t st = enter(d, &g);
     if (st != TCOMMS_SUCCESS)
         return st;
-    CUresult r = drv.memset_async((CUdeviceptr)(uintptr_t)buf, 0, bytes, d->stream);
+    CUresult r = drv->cuMemsetD8Async((CUdeviceptr)(uintptr_t)buf, 0, bytes, d->stream);
     return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuMemsetD8Async"));
 }
 
@@ -226,7 +154,7 @@ static tcomms_status_t dev_copy(void *dev, void *dst, const void *src, size_t by
     if (st != TCOMMS_SUCCESS)
         return st;
     /* Unified addressing: the driver tells host from device pointers. */
-    CUresult r = drv.memcpy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, d->stream);
+    CUresult r = drv->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, d->stream);
     return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, "cuMemcpyAsync"));
 }
 
@@ -280,7 +208,7 @@ static tcomms_status_t dev_sync(void *dev)
         if (i == 1 && s == NULL)
             break;
         CUresult r;
-        for (unsigned round = 0; (r = drv.stream_query(s)) == CUDA_ERROR_NOT_READY; round++) {
+        for (unsigned round = 0; (r = drv->cuStreamQuery(s)) == CUDA_ERROR_NOT_READY; round++) {
             if (now_ms() >= deadline)
                 return leave(&g, tc_error(TCOMMS_ERR_TIMEOUT, "fsdp: the work queued on the %s stream did not "
                                           "finish within %u ms (a collective its communicator could not abort may "
@@ -304,15 +232,16 @@ static tcomms_status_t dev_lanes(void *dev, int nevents)
     if (st != TCOMMS_SUCCESS)
         return st;
     int least = 0, greatest = 0;
-    CUresult r = drv.priority_range(&least, &greatest);
+    CUresult r = drv->cuCtxGetStreamPriorityRange(&least, &greatest);
     if (r != CUDA_SUCCESS)
         return leave(&g, cu_error(r, "cuCtxGetStreamPriorityRange"));
-    if (d->lane[1] == NULL && (r = drv.stream_create(&d->lane[1], CU_STREAM_NON_BLOCKING, greatest)) != CUDA_SUCCESS)
+    if (d->lane[1] == NULL &&
+        (r = drv->cuStreamCreateWithPriority(&d->lane[1], CU_STREAM_NON_BLOCKING, greatest)) != CUDA_SUCCESS)
         return leave(&g, cu_error(r, "cuStreamCreateWithPriority"));
     if ((d->ev = calloc((size_t)nevents, sizeof(*d->ev))) == NULL)
         return leave(&g, tc_error(TCOMMS_ERR_NO_MEMORY, "fsdp: out of memory"));
     for (; d->nev < nevents; d->nev++)
-        if ((r = drv.event_create(&d->ev[d->nev], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        if ((r = drv->cuEventCreate(&d->ev[d->nev], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
             return leave(&g, cu_error(r, "cuEventCreate"));
     return leave(&g, TCOMMS_SUCCESS);
 }
@@ -333,7 +262,8 @@ static tcomms_status_t lane_event(void *dev, int lane, int ev, int wait)
     tcomms_status_t st = enter(d, &g);
     if (st != TCOMMS_SUCCESS)
         return st;
-    CUresult r = wait ? drv.stream_wait_event(d->lane[lane], d->ev[ev], 0) : drv.event_record(d->ev[ev], d->lane[lane]);
+    CUresult r = wait ? drv->cuStreamWaitEvent(d->lane[lane], d->ev[ev], 0)
+                      : drv->cuEventRecord(d->ev[ev], d->lane[lane]);
     return leave(&g, r == CUDA_SUCCESS ? TCOMMS_SUCCESS : cu_error(r, wait ? "cuStreamWaitEvent" : "cuEventRecord"));
 }
 
@@ -352,7 +282,7 @@ static int dev_on_device(void *dev, const void *p)
     (void)dev;
     unsigned int type = 0;
     /* Pageable host memory is unknown to the driver: an error here means host. */
-    if (drv.pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+    if (drv->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
         return 0;
     return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED;
 }
@@ -365,15 +295,15 @@ static void dev_close(void *dev)
     ctx_guard_t g;
     if (d->ctx != NULL && enter(d, &g) == TCOMMS_SUCCESS) {
         if (d->module != NULL)
-            drv.module_unload(d->module);
+            drv->cuModuleUnload(d->module);
         for (int i = 0; i < d->nev; i++)
-            drv.event_destroy(d->ev[i]);
+            drv->cuEventDestroy(d->ev[i]);
         if (d->lane[1] != NULL)
-            drv.stream_destroy(d->lane[1]);
+            drv->cuStreamDestroy(d->lane[1]);
         leave(&g, TCOMMS_SUCCESS);
     }
     if (d->ctx != NULL)
-        drv.ctx_release(d->device);
+        drv->cuDevicePrimaryCtxRelease(d->device);
     free(d->ev);
     free(d);
 }
@@ -391,11 +321,11 @@ static tcomms_status_t load_kernels(cuda_dev_t *d)
     tcomms_status_t st = enter(d, &g);
     if (st != TCOMMS_SUCCESS)
         return st;
-    CUresult r = drv.module_load(&d->module, tc_fsdp_fatbin);
+    CUresult r = drv->cuModuleLoadData(&d->module, tc_fsdp_fatbin);
     if (r != CUDA_SUCCESS)
         return leave(&g, cu_error(r, "cuModuleLoadData (the FSDP kernels, built for sm_80/sm_90)"));
     for (int k = 0; k < K_COUNT; k++)
-        if ((r = drv.module_function(&d->fn[k], d->module, kernel_names[k])) != CUDA_SUCCESS)
+        if ((r = drv->cuModuleGetFunction(&d->fn[k], d->module, kernel_names[k])) != CUDA_SUCCESS)
             return leave(&g, cu_error(r, kernel_names[k]));
     return leave(&g, TCOMMS_SUCCESS);
 }
@@ -403,9 +333,11 @@ static tcomms_status_t load_kernels(cuda_dev_t *d)
 tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, uint32_t sync_ms, const tc_fsdp_ops_t **ops,
                                   void **out)
 {
-    pthread_once(&drv_once, load_driver);
-    if (drv_error[0])
-        return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "fsdp: the CUDA driver is not usable: %s", drv_error);
+    char why[512];
+    const tc_cuda_driver_t *loaded = tc_cuda_driver_load(why, sizeof why);
+    if (loaded == NULL)
+        return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "fsdp: the CUDA driver is not usable: %s", why);
+    drv = loaded;
     cuda_dev_t *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "fsdp: out of memory");
@@ -413,10 +345,10 @@ tcomms_status_t tc_fsdp_cuda_open(int device, void *stream, uint32_t sync_ms, co
     d->stream = d->lane[0] = (CUstream)stream;
     d->sync_ms = sync_ms;
     tcomms_status_t st = TCOMMS_SUCCESS;
-    CUresult r = drv.device_get(&d->device, device);
+    CUresult r = drv->cuDeviceGet(&d->device, device);
     if (r != CUDA_SUCCESS)
         st = cu_error(r, "cuDeviceGet");
-    else if ((r = drv.ctx_retain(&d->ctx, d->device)) != CUDA_SUCCESS)
+    else if ((r = drv->cuDevicePrimaryCtxRetain(&d->ctx, d->device)) != CUDA_SUCCESS)
         st = cu_error(r, "cuDevicePrimaryCtxRetain");
     else
         st = load_kernels(d);

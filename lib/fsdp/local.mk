@@ -7,16 +7,16 @@ lib_libtccore_la_SOURCES += \
 	lib/fsdp/issue.c lib/fsdp/ops.c lib/fsdp/window.c
 
 # The CUDA path (cuda.c) needs nvcc for its kernels: kernels.cu becomes a fatbin, embedded as a byte array that
-# cuda.c loads with cuModuleLoadData. Only cuda.c sees cuda.h (CUDA_CPPFLAGS); nothing links a CUDA library, the
-# driver is dlopen'ed. Without nvcc, cuda_none.c makes a CUDA runtime's finalize report NOT_SUPPORTED.
+# cuda.c loads with cuModuleLoadData. It reaches the driver through the CUDA shim (lib/cuda/local.mk), taken in here;
+# nothing links a CUDA library. Without nvcc, cuda_none.c makes a CUDA runtime's finalize report NOT_SUPPORTED.
 EXTRA_DIST += lib/fsdp/kernels.cu
 if HAVE_NVCC
 noinst_LTLIBRARIES += lib/fsdp/libtcfsdpcuda.la
 lib_fsdp_libtcfsdpcuda_la_SOURCES = lib/fsdp/cuda.c
 nodist_lib_fsdp_libtcfsdpcuda_la_SOURCES = lib/fsdp/kernels_fatbin.c
-lib_fsdp_libtcfsdpcuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+lib_fsdp_libtcfsdpcuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(TC_CUDA_SHIM_CPPFLAGS)
 lib_fsdp_libtcfsdpcuda_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
-lib_libtccore_la_LIBADD += lib/fsdp/libtcfsdpcuda.la
+lib_libtccore_la_LIBADD += lib/fsdp/libtcfsdpcuda.la lib/cuda/libtccuda.la
 CLEANFILES += lib/fsdp/kernels.fatbin lib/fsdp/kernels_fatbin.c
 
 lib/fsdp/kernels.fatbin: $(srcdir)/lib/fsdp/kernels.cu

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The few CUDA runtime calls tcomms-perf makes for --device cuda, loaded with dlopen at run time (libcudart.so.13, .12,
- * or libcudart.so), so the tool needs neither CUDA headers to build nor CUDA to start: only --device cuda asks for it.
- * Streams, graphs and executable graphs are opaque pointers here (cudaStream_t and friends are pointers too). */
+/* The few CUDA runtime calls tcomms-perf makes for --device cuda, loaded at run time by the CUDA shim (lib/cuda/shim.h:
+ * libcudart.so.13, .12, or libcudart.so), so the tool needs no CUDA to build or to start: only --device cuda asks for
+ * it. Streams, graphs and executable graphs are opaque pointers here (cudaStream_t and friends are pointers too). */
 #ifndef PERF_CUDA_H
 #define PERF_CUDA_H
 

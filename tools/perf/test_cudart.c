@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A stand-in for the CUDA runtime, for tests only (tests/perf.mk builds it; never installed): the calls that
- * tools/perf/cuda.c loads, on host memory, with one visible "GPU". With the "fakecuda" test backend it lets
- * test_perf run tcomms-perf --device cuda end to end on a machine without a GPU. It also enforces what a real runtime
- * would: known streams only, no synchronize while a stream is being captured, thread-local capture mode, and
- * nothing left allocated at exit (a leak or misuse is reported on stderr with the word "perf_cudart"). */
+/* A stand-in for the CUDA runtime, for tests only (tests/perf.mk builds it; never installed): the calls the CUDA shim
+ * loads for tools/perf/cuda.c (TC_CUDART_CALLS in lib/cuda/shim.h), on host memory, with one visible "GPU". With the
+ * "fakecuda" test backend it lets test_perf run tcomms-perf --device cuda end to end on a machine without a GPU, and
+ * test_cuda_shim load it through the shim. It also enforces what a real runtime would: known streams only, no
+ * synchronize while a stream is being captured, thread-local capture mode, and nothing left allocated at exit (a leak
+ * or misuse is reported on stderr with the word "perf_cudart"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum { OK = 0, INVALID_VALUE = 1, INVALID_DEVICE = 101, NOT_PERMITTED = 800, CAPTURE_UNSUPPORTED = 900 };
+enum { OK = 0, INVALID_VALUE = 1, NO_MEMORY = 2, INVALID_DEVICE = 101, NOT_PERMITTED = 800, CAPTURE_UNSUPPORTED = 900 };
 
 static int live_buffers, live_streams, live_graphs;
 static void *capturing; /* the stream being captured, or NULL */
@@ -33,6 +34,19 @@ static int is_stream(const void *s)
 EXPORT const char *cudaGetErrorString(int err)
 {
     return err == INVALID_DEVICE ? "invalid device ordinal (perf_cudart)" : "error (perf_cudart)";
+}
+
+EXPORT const char *cudaGetErrorName(int err)
+{
+    switch (err) {
+    case OK: return "cudaSuccess";
+    case INVALID_VALUE: return "cudaErrorInvalidValue";
+    case NO_MEMORY: return "cudaErrorMemoryAllocation";
+    case INVALID_DEVICE: return "cudaErrorInvalidDevice";
+    case NOT_PERMITTED: return "cudaErrorNotPermitted";
+    case CAPTURE_UNSUPPORTED: return "cudaErrorStreamCaptureUnsupported";
+    default: return "cudaErrorUnknown";
+    }
 }
 
 EXPORT int cudaGetDeviceCount(int *n)
@@ -63,7 +77,7 @@ EXPORT int cudaMalloc(void **p, size_t bytes)
 {
     *p = malloc(bytes ? bytes : 1);
     live_buffers += *p != NULL;
-    return *p ? OK : 2; /* cudaErrorMemoryAllocation */
+    return *p ? OK : NO_MEMORY;
 }
 
 EXPORT int cudaFree(void *p)
@@ -97,7 +111,7 @@ EXPORT int cudaStreamCreateWithFlags(void **stream, unsigned flags)
         return misuse("a stream that syncs with the legacy default stream");
     *stream = malloc(sizeof stream_tag);
     if (*stream == NULL)
-        return 2;
+        return NO_MEMORY;
     memcpy(*stream, stream_tag, sizeof stream_tag);
     live_streams++;
     return OK;
@@ -135,7 +149,7 @@ EXPORT int cudaStreamEndCapture(void *stream, void **graph)
     capturing = NULL;
     *graph = malloc(1);
     live_graphs += *graph != NULL;
-    return *graph ? OK : 2;
+    return *graph ? OK : NO_MEMORY;
 }
 
 EXPORT int cudaGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags)
@@ -145,7 +159,7 @@ EXPORT int cudaGraphInstantiateWithFlags(void **exec, void *graph, unsigned long
         return misuse("instantiating no graph");
     *exec = malloc(1);
     live_graphs += *exec != NULL;
-    return *exec ? OK : 2;
+    return *exec ? OK : NO_MEMORY;
 }
 
 /* A replay takes time, as the operations it holds would: 20 us, so the figures tcomms-perf prints are not 0. */
