@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The services table (tcomms_core_t) lent to backend modules: they reach logging, errors, reductions, hints and
- * the store through it rather than by linking libtcomms. */
+/* The services table (tcomms_core_t) lent to backend modules: they reach logging, errors, reductions, hints, the
+ * store and environment parsing through it rather than by linking libtcomms. */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "dtype.h"
+#include "env.h"
 #include "error.h"
 #include "loader.h"
 #include "log.h"
@@ -65,4 +66,6 @@ const tcomms_core_t tc_core = {
     .dtype_name = tcomms_dtype_name,
     .op_name = tcomms_op_name,
     .coll_info = tcomms_coll_info,
+    .env_int = tc_env_int,
+    .env_bool = tc_env_bool,
 };
