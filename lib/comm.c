@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h" /* lib/util/clock.h */
 #include "comm.h"
 #include "env.h"
 #include "error.h"
@@ -69,13 +70,6 @@ static void sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 #define SERVER_ID_KEY "tcomms/server"
 
 /* Connect to the built-in store and make sure the server is this incarnation's: a rank that finished the previous
@@ -84,9 +78,9 @@ static uint64_t now_ms(void)
 static tcomms_status_t connect_store(tcomms_comm_t *comm, int port, const char *id, tc_store_ref_t *ref)
 {
     const char *token = getenv("TCOMMS_STORE_TOKEN");
-    uint64_t deadline = now_ms() + comm->timeout_ms;
+    uint64_t deadline = tc_now_ms() + comm->timeout_ms;
     for (unsigned backoff = 10;; backoff = backoff < 1000 ? backoff * 2 : 1000) {
-        uint64_t now = now_ms();
+        uint64_t now = tc_now_ms();
         if (now >= deadline)
             return tc_error(TCOMMS_ERR_TIMEOUT, "store at %s:%d: no server for communicator '%s' within %u ms",
                             comm->master_addr, port, id, comm->timeout_ms);
@@ -294,10 +288,8 @@ static tcomms_status_t read_params(tcomms_comm_t *comm, const tcomms_comm_params
     } else if ((st = tc_env_int("TCOMMS_TIMEOUT_MS", 1, UINT32_MAX, DEFAULT_TIMEOUT_MS, &timeout)) != 0)
         return st;
     comm->timeout_ms = (uint32_t)timeout;
-    long check = 0;
-    if ((st = tc_env_int("TCOMMS_CHECK_CALLS", 0, 1, 0, &check)) != TCOMMS_SUCCESS)
+    if ((st = tc_env_bool("TCOMMS_CHECK_CALLS", 0, &comm->check_calls)) != TCOMMS_SUCCESS)
         return st;
-    comm->check_calls = (int)check;
     if ((st = tcomms_hints_create(&comm->hints)) != TCOMMS_SUCCESS)
         return st;
     const char *env_hints = getenv("TCOMMS_HINTS");

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The services table (tcomms_core_t) lent to backend modules: they reach logging, errors, reductions, hints and
- * the store through it rather than by linking libtcomms. */
+/* The services table (tcomms_core_t) lent to backend modules: they reach logging, errors, reductions, hints, the
+ * store and environment parsing through it rather than by linking libtcomms. */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "dtype.h"
+#include "env.h"
 #include "error.h"
 #include "hints.h"
 #include "loader.h"
@@ -67,4 +68,6 @@ const tcomms_core_t tc_core = {
     .op_name = tcomms_op_name,
     .coll_info = tcomms_coll_info,
     .setting_resolve = tc_setting_resolve,
+    .env_int = tc_env_int,
+    .env_bool = tc_env_bool,
 };

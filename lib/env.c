@@ -58,6 +58,19 @@ tcomms_status_t tc_env_int(const char *name, long min, long max, long dflt, long
     return TCOMMS_SUCCESS;
 }
 
+tcomms_status_t tc_env_bool(const char *name, int dflt, int *out)
+{
+    const char *text = getenv(name);
+    if (text == NULL) {
+        *out = dflt;
+        return TCOMMS_SUCCESS;
+    }
+    if (tc_parse_bool(text, name, out) != TCOMMS_SUCCESS)
+        return tc_error(TCOMMS_ERR_BAD_ENV, "environment variable %s='%s' is malformed: expected a boolean (1/0, "
+                        "true/false, yes/no, on/off, y/n)", name, text);
+    return TCOMMS_SUCCESS;
+}
+
 /* The store's defaults. A job's own clients authenticate within milliseconds of connecting; half the descriptor
  * limit leaves the rest of rank 0 (backends, the program) room however many strangers knock. tcomms itself stores
  * a few MiB (the largest is every rank's UCX worker address, gathered and then published as one table: about 2 MiB

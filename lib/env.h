@@ -27,11 +27,16 @@ tcomms_status_t tc_env_bootstrap(tc_bootstrap_t *bs);
 struct tc_store_limits;
 tcomms_status_t tc_env_store_limits(struct tc_store_limits *out);
 
-/* Parse an integer variable in [min, max]; *out = dflt when unset. BAD_ENV naming it when malformed. */
+/* Typed variables, read alike by the core and by modules (tcomms_core_t.env_int, env_bool): *out = dflt when the
+ * variable is unset; any value it is set to must parse, an empty one included (a script's `X=$UNSET` is a mistake
+ * to report, not a request for the default). Otherwise BAD_ENV naming the variable, its value and what was
+ * expected; *out is left alone. An integer is decimal in [min, max], trailing blanks allowed; a boolean as
+ * tc_parse_bool takes it. */
 tcomms_status_t tc_env_int(const char *name, long min, long max, long dflt, long *out);
+tcomms_status_t tc_env_bool(const char *name, int dflt, int *out);
 /* Parse a decimal integer in [min, max] from text; INVALID_ARG (naming `what`) when malformed. */
 tcomms_status_t tc_parse_int(const char *text, long min, long max, const char *what, long *out);
-/* Parse a boolean (1/0, true/false, yes/no, on/off, y/n). */
+/* Parse a boolean (1/0, true/false, yes/no, on/off, y/n; any case). INVALID_ARG (naming `what`) otherwise. */
 tcomms_status_t tc_parse_bool(const char *text, const char *what, int *out);
 
 #endif

@@ -8,6 +8,7 @@
 #include "env.h"
 #include "error.h"
 #include "handle.h"
+#include "hash.h" /* lib/util/hash.h */
 #include "hints.h"
 #include "loader.h"
 
@@ -47,19 +48,11 @@ static tcomms_status_t check(const tcomms_hints_t *hints, const char *who)
     return tc_handle_check(hints, TC_HANDLE_HINTS, who, "hints");
 }
 
-static size_t hash(const char *key)
-{
-    uint64_t h = 14695981039346656037ull; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)key; *p != '\0'; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return (size_t)h;
-}
-
 /* The index slot holding `key`, or the empty slot where it would go. */
 static size_t *slot_of(const tcomms_hints_t *hints, const char *key)
 {
     size_t mask = hints->index_cap - 1;
-    for (size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+    for (size_t i = (size_t)tc_hash_bytes(key, strlen(key)) & mask;; i = (i + 1) & mask) {
         size_t *slot = &hints->index[i];
         if (*slot == 0 || strcmp(hints->entries[*slot - 1].key, key) == 0)
             return slot;

@@ -13,6 +13,8 @@ lib_libtccore_la_SOURCES += lib/store/store.c lib/store/store.h lib/store/impl.h
 	lib/store/user.c lib/store/proto.h lib/store/server.c lib/store/server.h lib/store/request.c \
 	lib/store/table.c lib/store/table.h lib/store/coll.c
 lib_libtccore_la_SOURCES += lib/split_agree.c lib/split_agree.h lib/topo.c lib/topo.h
+# Header-only, shared with modules and tools (Makefile.am, AM_CPPFLAGS).
+noinst_HEADERS = lib/util/clock.h lib/util/hash.h
 lib_libtccore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 lib_libtccore_la_LIBADD = lib/libtcreduce.la
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h" /* lib/util/clock.h */
 #include "error.h"
 #include "split_agree.h"
 
@@ -56,13 +57,6 @@ void tc_split_vote_refuse(tc_split_vote_t *vote, tc_split_call_t call, tcomms_st
     memset(vote, 0, sizeof(*vote));
     vote->call = call;
     vote->status = status;
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static const char *call_name(int32_t call)
@@ -184,12 +178,12 @@ static tcomms_status_t collect(tcomms_comm_t *parent, const char *prefix, const 
         return TCOMMS_ERR_NO_MEMORY;
     }
     votes[0] = *mine;
-    uint64_t deadline = now_ms() + parent->timeout_ms;
+    uint64_t deadline = tc_now_ms() + parent->timeout_ms;
     tcomms_status_t st = TCOMMS_SUCCESS;
     for (int r = 1; r < size && st == TCOMMS_SUCCESS; r++) {
         char key[TC_KEY_MAX];
         snprintf(key, sizeof(key), "%sv%d", prefix, r);
-        uint64_t now = now_ms();
+        uint64_t now = tc_now_ms();
         void *val = NULL;
         size_t len = 0;
         st = tc_store_get(parent->store->store, key, &val, &len, now < deadline ? (uint32_t)(deadline - now) : 1);

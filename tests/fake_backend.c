@@ -18,10 +18,11 @@
 #endif
 
 #if defined(FAKE_PREV_MINOR)
-/* What a module built against the header of the previous minor exports: the abi header says so, and the table
- * ends where that minor ended. The fields after it are still in this object (this file is compiled against the
+/* What a module built against the header of an older minor exports: the abi header says so, and the table ends
+ * where that minor ended. The fields after it are still in this object (this file is compiled against the
  * current header), set so that a core reading past the declared size would be seen to: a priority above every
- * other module's wins the default selection in test_loader. */
+ * other module's wins the default selection in test_loader. 7.0 is the oldest minor of this major, the
+ * strongest case. */
 _Static_assert(TCOMMS_BACKEND_ABI_MINOR >= 1, "fakeprev describes 7.0, a minor before this header's");
 #define FAKE_ABI_MINOR 0u
 #define FAKE_ABI_SIZE offsetof(tcomms_backend_t, priority)

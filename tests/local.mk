@@ -28,7 +28,7 @@ AM_TESTS_ENVIRONMENT = \
 
 if HAVE_CHECK
 unit_tests = tests/test_dtype tests/test_hints tests/test_env tests/test_error tests/test_store tests/test_store_coll \
-	tests/test_store_guard tests/test_loader tests/test_log tests/test_settings
+	tests/test_store_guard tests/test_loader tests/test_log tests/test_settings tests/test_hash
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -48,6 +48,10 @@ tests_test_env_SOURCES = tests/test_env.c
 tests_test_env_CFLAGS = $(unit_cflags)
 tests_test_env_CPPFLAGS = $(unit_cppflags)
 tests_test_env_LDADD = $(unit_ldadd)
+tests_test_hash_SOURCES = tests/test_hash.c
+tests_test_hash_CFLAGS = $(unit_cflags)
+tests_test_hash_CPPFLAGS = $(unit_cppflags)
+tests_test_hash_LDADD = $(unit_ldadd)
 tests_test_log_SOURCES = tests/test_log.c
 tests_test_log_CFLAGS = $(unit_cflags)
 tests_test_log_CPPFLAGS = $(unit_cppflags)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Tests lib/env.c: launcher conventions in precedence order, the store's limits, and errors that name the malformed
- * variable. Check runs each test in its own process, so environment changes do not leak between tests. */
+/* Tests lib/env.c: launcher conventions in precedence order, the store's limits, typed variables as the core and
+ * modules (through tcomms_core_t) read them, and errors that name the malformed variable. Check runs each test in
+ * its own process, so environment changes do not leak between tests. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "env.h"
+#include "loader.h"
 #include "store/store.h"
 #include "check_run.h"
 
@@ -129,6 +131,64 @@ START_TEST(test_parsers)
 }
 END_TEST
 
+/* One behaviour for typed variables, whoever reads them: unset gives the default; a value, an empty one included,
+ * must parse and be in range, or it is BAD_ENV naming the variable and the value, leaving *out alone. Each case
+ * runs through the core's own function and through the entry lent to modules. */
+static const struct typed_case {
+    const char *value; /* NULL: unset */
+    tcomms_status_t want;
+    long got;          /* the value read on success */
+} int_cases[] = {      /* an integer in [1, 1000], default 7 */
+    {NULL, TCOMMS_SUCCESS, 7}, {"", TCOMMS_ERR_BAD_ENV, 0}, {" ", TCOMMS_ERR_BAD_ENV, 0},
+    {"42", TCOMMS_SUCCESS, 42}, {"42 ", TCOMMS_SUCCESS, 42}, {"1", TCOMMS_SUCCESS, 1}, {"1000", TCOMMS_SUCCESS, 1000},
+    {"0", TCOMMS_ERR_BAD_ENV, 0}, {"1001", TCOMMS_ERR_BAD_ENV, 0}, {"-3", TCOMMS_ERR_BAD_ENV, 0},
+    {"99999999999999999999", TCOMMS_ERR_BAD_ENV, 0}, {"42ms", TCOMMS_ERR_BAD_ENV, 0}, {"4 2", TCOMMS_ERR_BAD_ENV, 0},
+    {"0x10", TCOMMS_ERR_BAD_ENV, 0}, {"1e3", TCOMMS_ERR_BAD_ENV, 0},
+}, bool_cases[] = {    /* a boolean, default 1 */
+    {NULL, TCOMMS_SUCCESS, 1}, {"", TCOMMS_ERR_BAD_ENV, 0}, {"0", TCOMMS_SUCCESS, 0}, {"1", TCOMMS_SUCCESS, 1},
+    {"off", TCOMMS_SUCCESS, 0}, {"No", TCOMMS_SUCCESS, 0}, {"TRUE", TCOMMS_SUCCESS, 1}, {"y", TCOMMS_SUCCESS, 1},
+    {"2", TCOMMS_ERR_BAD_ENV, 0}, {"yes please", TCOMMS_ERR_BAD_ENV, 0}, {"-1", TCOMMS_ERR_BAD_ENV, 0},
+};
+
+#define TYPED_VAR "TCOMMS_TEST_TYPED"
+
+static void check_typed(const struct typed_case *c, int is_bool, int lent)
+{
+    if (c->value)
+        setenv(TYPED_VAR, c->value, 1);
+    else
+        unsetenv(TYPED_VAR);
+    long v = -99;
+    int b = -99;
+    tcomms_status_t st = is_bool ? (lent ? tc_core.env_bool : tc_env_bool)(TYPED_VAR, 1, &b)
+                                 : (lent ? tc_core.env_int : tc_env_int)(TYPED_VAR, 1, 1000, 7, &v);
+    long got = is_bool ? b : v;
+    const char *what = c->value ? c->value : "(unset)";
+    ck_assert_msg(st == c->want, "%s %s='%s' (%s): status %d, expected %d", is_bool ? "bool" : "int", TYPED_VAR,
+                  what, lent ? "core table" : "tc_env_*", (int)st, (int)c->want);
+    if (st == TCOMMS_SUCCESS) {
+        ck_assert_msg(got == c->got, "'%s' read as %ld, expected %ld", what, got, c->got);
+        return;
+    }
+    ck_assert_msg(got == -99, "'%s' failed but wrote %ld", what, got);
+    char named[64];
+    snprintf(named, sizeof(named), "%s='%s'", TYPED_VAR, c->value);
+    ck_assert_msg(strstr(tcomms_last_error(), named) != NULL, "'%s': message '%s' does not name %s", what,
+                  tcomms_last_error(), named);
+}
+
+START_TEST(test_typed)
+{
+    ck_assert_uint_ge(tc_core.abi.minor, 2);
+    for (int lent = 0; lent < 2; lent++) {
+        for (size_t i = 0; i < sizeof(int_cases) / sizeof(int_cases[0]); i++)
+            check_typed(&int_cases[i], 0, lent);
+        for (size_t i = 0; i < sizeof(bool_cases) / sizeof(bool_cases[0]); i++)
+            check_typed(&bool_cases[i], 1, lent);
+    }
+}
+END_TEST
+
 /* The store's limits: defaults that follow the descriptor limit, values from the environment, a malformed one named. */
 START_TEST(test_store_limits)
 {
@@ -174,6 +234,7 @@ int main(void)
     tcase_add_test(tc, test_master);
     tcase_add_test(tc, test_malformed);
     tcase_add_test(tc, test_parsers);
+    tcase_add_test(tc, test_typed);
     tcase_add_test(tc, test_store_limits);
     suite_add_tcase(s, tc);
     return check_run(s);

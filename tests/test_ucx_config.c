@@ -2,7 +2,9 @@
 /* The UCX settings tcomms tunes (backends/ucx/context.c) under restricted transports (issue 24, point 6): on 2 ranks
  * of the UCX backend, for several UCX_TLS values, no rank's stderr may carry UCX's "invalid configuration" warning,
  * which UCX prints for a setting that no transport in use reads. UCX itself is the judge: where tcomms says (in its
- * debug log) that it set the shared-memory FIFO size, the missing warning shows that a transport took it. */
+ * debug log) that it set the shared-memory FIFO size, the missing warning shows that a transport took it. Also the
+ * module's own variables, which it reads through the core's parser (tcomms_core_t.env_int, env_bool): they behave
+ * as docs/env.md says of every variable, an empty value included. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -96,6 +98,40 @@ START_TEST(test_no_invalid_configuration)
 }
 END_TEST
 
+/* One rank's creation on the UCX backend with `name`=`value`: its status, and the message on failure. */
+static const struct {
+    const char *name, *value;
+    tcomms_status_t want;
+} env_cases[] = {
+    {"TCOMMS_UCX_SPIN_US", "", TCOMMS_ERR_BAD_ENV},        /* empty is malformed, not the default */
+    {"TCOMMS_UCX_SPIN_US", "10ms", TCOMMS_ERR_BAD_ENV},
+    {"TCOMMS_UCX_SPIN_US", "10000001", TCOMMS_ERR_BAD_ENV}, /* above its range */
+    {"TCOMMS_UCX_WARMUP", "", TCOMMS_ERR_BAD_ENV},
+    {"TCOMMS_UCX_WARMUP", "0", TCOMMS_SUCCESS},
+    {"TCOMMS_UCX_PROGRESS_THREAD", "", TCOMMS_ERR_BAD_ENV},
+    {"TCOMMS_UCX_PROGRESS_THREAD", "maybe", TCOMMS_ERR_BAD_ENV},
+    {"TCOMMS_UCX_PROGRESS_THREAD", "off", TCOMMS_SUCCESS},  /* a boolean as the core spells one */
+};
+
+START_TEST(test_module_env)
+{
+    setenv(env_cases[_i].name, env_cases[_i].value, 1);
+    tcomms_comm_params_t p = {0};
+    p.field_mask = TCOMMS_COMM_PARAM_BACKEND;
+    p.backend = "ucx";
+    tcomms_comm_t *comm = NULL;
+    tcomms_status_t st = tcomms_comm_create(&p, &comm);
+    char named[64];
+    snprintf(named, sizeof(named), "%s='%s'", env_cases[_i].name, env_cases[_i].value);
+    ck_assert_msg(st == env_cases[_i].want, "%s: status %s (%s), expected %s", named, tcomms_strerror(st),
+                  tcomms_last_error(), tcomms_strerror(env_cases[_i].want));
+    if (st != TCOMMS_SUCCESS)
+        ck_assert_msg(strstr(tcomms_last_error(), named) != NULL, "message '%s' does not name %s",
+                      tcomms_last_error(), named);
+    tcomms_comm_destroy(comm);
+}
+END_TEST
+
 int main(void)
 {
     char names[8][32];
@@ -111,5 +147,8 @@ int main(void)
     tcase_set_timeout(tc, JOB_S + 30);
     tcase_add_loop_test(tc, test_no_invalid_configuration, 0, (int)(sizeof(cases) / sizeof(cases[0])));
     suite_add_tcase(s, tc);
+    TCase *env = tcase_create("env");
+    tcase_add_loop_test(env, test_module_env, 0, (int)(sizeof(env_cases) / sizeof(env_cases[0])));
+    suite_add_tcase(s, env);
     return check_run(s);
 }

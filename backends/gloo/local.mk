@@ -4,19 +4,13 @@
 if BUILD_GLOO
 pkglib_LTLIBRARIES += backends/gloo/tcomms_gloo.la
 backends_gloo_tcomms_gloo_la_SOURCES = \
-	backends/gloo/gloo.h \
-	backends/gloo/entries.h \
-	backends/gloo/table.c \
-	backends/gloo/module.cc \
-	backends/gloo/comm.cc \
-	backends/gloo/coll.cc \
-	backends/gloo/worker.cc \
+	backends/gloo/gloo.h backends/gloo/entries.h backends/gloo/table.c backends/gloo/module.cc \
+	backends/gloo/comm.cc backends/gloo/coll.cc backends/gloo/worker.cc \
 	backends/gloo/compat/gloo/common/memory.h
 # compat/ fills in headers a packaged Gloo lacks (compat/gloo/common/memory.h says which), after the system's own.
 backends_gloo_tcomms_gloo_la_CPPFLAGS = $(AM_CPPFLAGS) $(GLOO_CPPFLAGS) -idirafter $(srcdir)/backends/gloo/compat
-backends_gloo_tcomms_gloo_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
-backends_gloo_tcomms_gloo_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
-backends_gloo_tcomms_gloo_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
-	-export-symbols-regex '^tcomms_backend_module$$' $(GLOO_LDFLAGS)
+backends_gloo_tcomms_gloo_la_CFLAGS = $(MODULE_CFLAGS)
+backends_gloo_tcomms_gloo_la_CXXFLAGS = $(MODULE_CXXFLAGS)
+backends_gloo_tcomms_gloo_la_LDFLAGS = $(MODULE_LDFLAGS) $(GLOO_LDFLAGS)
 backends_gloo_tcomms_gloo_la_LIBADD = -lgloo -lpthread
 endif

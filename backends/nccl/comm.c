@@ -132,7 +132,7 @@ static tcomms_status_t init_root(tcn_comm_t *c, const tcomms_backend_comm_args_t
     tcomms_status_t st = exchange_id(c, args, &id);
     if (st != TCOMMS_SUCCESS)
         return st;
-    uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+    uint64_t deadline = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     ncclResult_t r = ncclCommInitRankConfig(&c->nccl, c->size, id, c->rank, &c->cfg.nc);
     return created(c, c->nccl, r, deadline, "ncclCommInitRankConfig");
 }
@@ -226,7 +226,7 @@ static ncclResult_t settle_child(ncclComm_t *child, const tcn_comm_t *p, uint64_
             ncclResult_t r = tcn_settle(made, ncclInProgress, deadline);
             return r == ncclSuccess && p->nonblocking ? tcn_settle(p->nccl, ncclInProgress, deadline) : r;
         }
-        if (tcn_now_ns() >= deadline)
+        if (tc_now_ns() >= deadline)
             return ncclInProgress;
         tcn_backoff(round + 256);
     }
@@ -236,7 +236,7 @@ static ncclResult_t settle_child(ncclComm_t *child, const tcn_comm_t *p, uint64_
 static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_backend_comm_args_t *args)
 {
 #if TCN_HAS_SPLIT
-    uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+    uint64_t deadline = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     pthread_mutex_lock(&p->lock);
     if (p->nccl == NULL || atomic_load(&p->failed)) {
         pthread_mutex_unlock(&p->lock);
@@ -255,7 +255,7 @@ static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_bac
     split_failed(p, st, r); /* first: the child's abort flag must outlive the parent's abort */
     if (r == ncclInProgress) {
         /* Aborting the parent ends the child's init job, which then stores the child: abort that too. */
-        uint64_t grace = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+        uint64_t grace = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
         if (settle_child(&c->nccl, p, grace) == ncclInProgress && c->nccl == NULL)
             c->orphan = 1;
     }
@@ -277,7 +277,7 @@ static tcomms_status_t barrier(tcn_comm_t *c)
     cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e != cudaSuccess)
         return tcn_cuda_error(e, "cudaEventCreateWithFlags", c->name);
-    uint64_t deadline = tcn_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+    uint64_t deadline = tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
     tcomms_status_t st = TCOMMS_SUCCESS;
     ncclResult_t r = ncclAllReduce(c->one, c->one, 1, ncclInt32, ncclSum, c->nccl, c->stream);
     if (r == ncclInProgress)
@@ -297,7 +297,7 @@ static tcomms_status_t barrier(tcn_comm_t *c)
         ncclResult_t async = ncclSuccess;
         if (ncclCommGetAsyncError(c->nccl, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
             st = tcn_nccl_error(c, async, "the creation barrier (asynchronous error)");
-        else if (tcn_now_ns() >= deadline)
+        else if (tc_now_ns() >= deadline)
             st = tcn_core->error(TCOMMS_ERR_TIMEOUT, "nccl '%s' rank %d: the creation barrier did not complete "
                                  "within %u ms (a member never joined?)", c->name, c->rank, c->timeout_ms);
         tcn_backoff(round);
@@ -321,10 +321,10 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
     tcn_comm_t *p = args->parent;
     int device = p ? p->device : args->device.index, ndev = 0;
     long watch_ms, small_bytes; /* read before any NCCL call, so a bad value fails every rank alike and early */
-    tcomms_status_t st = tcn_env_long("TCOMMS_NCCL_WATCHDOG_MS", 1, 60000, 100, &watch_ms);
+    tcomms_status_t st = tcn_core->env_int("TCOMMS_NCCL_WATCHDOG_MS", 1, 60000, 100, &watch_ms);
     if (st == TCOMMS_SUCCESS)
-        st = tcn_env_long("TCOMMS_NCCL_SMALL_BYTES", 0, 1 << 20,
-                          args->size <= TCN_SMALL_DEFAULT_RANKS ? TCN_SMALL_DEFAULT_BYTES : 0, &small_bytes);
+        st = tcn_core->env_int("TCOMMS_NCCL_SMALL_BYTES", 0, 1 << 20,
+                               args->size <= TCN_SMALL_DEFAULT_RANKS ? TCN_SMALL_DEFAULT_BYTES : 0, &small_bytes);
     if (st != TCOMMS_SUCCESS) {
         if (p)
             split_vote(p, args, 0);
@@ -390,7 +390,7 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
     if (st != TCOMMS_SUCCESS || vote != TCOMMS_SUCCESS)
         return st != TCOMMS_SUCCESS ? st : vote;
     int prev = tcn_device_enter(p);
-    uint64_t deadline = tcn_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
+    uint64_t deadline = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     pthread_mutex_lock(&p->lock);
     if (p->nccl == NULL || atomic_load(&p->failed)) {
         pthread_mutex_unlock(&p->lock);
@@ -427,7 +427,7 @@ static void drain_pending(tcn_comm_t *c)
         pthread_mutex_unlock(&c->plock);
         if (n == 0)
             return;
-        if (tcn_now_ns() > late)
+        if (tc_now_ns() > late)
             tcn_comm_fail(c, TCOMMS_ERR_ABORTED, NULL, 0, "destroyed while an operation was still running 5 s past "
                           "its timeout");
         tcn_backoff(round < 256 ? 256 : round);
@@ -443,7 +443,7 @@ tcomms_status_t tcn_comm_destroy(void *bcomm)
     pthread_mutex_lock(&c->lock);
     if (c->nccl && c->nonblocking) {
         ncclResult_t r = ncclCommFinalize(c->nccl);
-        r = tcn_settle(c->nccl, r, tcn_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
+        r = tcn_settle(c->nccl, r, tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
         if (r != ncclSuccess) {
             tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: ncclCommFinalize: %s; aborting instead", c->name,
                           c->rank, ncclGetErrorString(r));

@@ -5,24 +5,13 @@
 if BUILD_NCCL
 pkglib_LTLIBRARIES += backends/nccl/tcomms_nccl.la
 backends_nccl_tcomms_nccl_la_SOURCES = \
-	backends/nccl/tcn.h \
-	backends/nccl/module.c \
-	backends/nccl/util.c \
-	backends/nccl/config.c \
-	backends/nccl/comm.c \
-	backends/nccl/ops.c \
-	backends/nccl/scratch.c \
-	backends/nccl/work.c \
-	backends/nccl/group.c \
-	backends/nccl/watchdog.c \
-	backends/nccl/end.c \
-	backends/nccl/mem.c \
-	backends/nccl/small_args.h \
+	backends/nccl/tcn.h backends/nccl/module.c backends/nccl/util.c backends/nccl/config.c backends/nccl/comm.c \
+	backends/nccl/ops.c backends/nccl/scratch.c backends/nccl/work.c backends/nccl/group.c \
+	backends/nccl/watchdog.c backends/nccl/end.c backends/nccl/mem.c backends/nccl/small_args.h \
 	backends/nccl/small.c
 backends_nccl_tcomms_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
-backends_nccl_tcomms_nccl_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
-backends_nccl_tcomms_nccl_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
-	-export-symbols-regex '^tcomms_backend_module$$'
+backends_nccl_tcomms_nccl_la_CFLAGS = $(MODULE_CFLAGS)
+backends_nccl_tcomms_nccl_la_LDFLAGS = $(MODULE_LDFLAGS)
 backends_nccl_tcomms_nccl_la_LIBADD = $(NCCL_LIBS) -lpthread
 # The small-message kernels (small.cu) as an embedded fatbin, like the FSDP runtime's; without nvcc the path is
 # off (small.c agrees on that with the peers all the same).

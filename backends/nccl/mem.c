@@ -94,7 +94,7 @@ static tcomms_status_t reg_call(tcn_comm_t *c, int kind, void *buf, size_t bytes
     (void)bytes;
     (void)r;
     if (res == ncclInProgress)
-        res = tcn_settle(c->nccl, res, tcn_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
+        res = tcn_settle(c->nccl, res, tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
     return res == ncclSuccess ? TCOMMS_SUCCESS : tcn_nccl_error(c, res, call);
 }
 
@@ -167,7 +167,7 @@ tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle)
         }
 #endif
         if (res == ncclInProgress)
-            res = tcn_settle(c->nccl, res, tcn_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
+            res = tcn_settle(c->nccl, res, tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
     }
     tcomms_status_t st = res == ncclSuccess ? TCOMMS_SUCCESS : tcn_nccl_error(c, res, call);
     pthread_mutex_unlock(&c->lock);

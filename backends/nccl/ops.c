@@ -389,7 +389,7 @@ tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
         st = tcn_launch(c, a, op->run, captured, &op->scratch);
     if (st == TCOMMS_SUCCESS && c->nonblocking && !tcn_group_open()) {
         /* a non-blocking communicator may still be launching: NCCL wants it settled before its next call */
-        ncclResult_t r = tcn_settle(c->nccl, ncclInProgress, tcn_now_ns() + (uint64_t)a->timeout_ms * 1000000ull);
+        ncclResult_t r = tcn_settle(c->nccl, ncclInProgress, tc_now_ns() + (uint64_t)a->timeout_ms * 1000000ull);
         if (r != ncclSuccess)
             st = tcn_nccl_error(c, r, tcn_coll_name(a->type));
     }

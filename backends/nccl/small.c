@@ -274,9 +274,9 @@ void tcn_small_free(tcn_comm_t *c)
     tcn_small_t *s = &c->small;
     if (s->mine && s->last_done && atomic_load(&c->failed)) {
         /* an aborted call's kernel may still be leaving (it reads the abort flag now and then) */
-        uint64_t until = tcn_now_ns() + 1000000000ull;
+        uint64_t until = tc_now_ns() + 1000000000ull;
         for (unsigned round = 0; cudaEventQuery(s->last_done) == cudaErrorNotReady; round++) {
-            if (tcn_now_ns() > until) {
+            if (tc_now_ns() > until) {
                 tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: a small-message kernel still runs 1 s after "
                               "the abort; its staging area is left allocated", c->name, c->rank);
                 return;

@@ -14,6 +14,7 @@
 #include <nccl.h>
 #include <tcomms/backend.h>
 
+#include "clock.h" /* lib/util/clock.h */
 #include "small_args.h"
 
 /* ---- what the NCCL headers offer --------------------------------------------------------------------------------
@@ -242,7 +243,6 @@ tcomms_status_t tcn_check_async(tcn_comm_t *c);
 
 /* ---- helpers (util.c) ------------------------------------------------------------------------------------------ */
 
-uint64_t tcn_now_ns(void);
 /* The CLOCK_REALTIME time `ms` from now, as pthread's timed waits take it. */
 struct timespec tcn_in_ms(long ms);
 /* Sleep a little while polling: `round` counts the polls so far (spin, then yield, then sleep up to 1 ms). */
@@ -256,7 +256,5 @@ tcomms_status_t tcn_nccl_error(const tcn_comm_t *c, ncclResult_t res, const char
 /* For a non-blocking communicator: poll ncclCommGetAsyncError while `res` is ncclInProgress, until `deadline_ns`
  * (ncclInProgress is returned when it passes). */
 ncclResult_t tcn_settle(ncclComm_t comm, ncclResult_t res, uint64_t deadline_ns);
-/* An integer environment variable in [min, max] (`dflt` when unset); TCOMMS_ERR_BAD_ENV naming it if malformed. */
-tcomms_status_t tcn_env_long(const char *name, long min, long max, long dflt, long *out);
 
 #endif

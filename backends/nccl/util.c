@@ -1,20 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Small helpers every file of the NCCL backend shares: clocks and polling back-off, the device guard that makes a
- * communicator's GPU current on whatever thread calls in, and the translation of CUDA/NCCL results into tcomms
- * statuses with messages that name the call and the communicator. */
-#include <errno.h>
+/* Small helpers every file of the NCCL backend shares: the deadlines of timed waits, polling back-off, the device
+ * guard that makes a communicator's GPU current on whatever thread calls in, and the translation of CUDA/NCCL
+ * results into tcomms statuses with messages that name the call and the communicator. */
 #include <sched.h>
-#include <stdlib.h>
 #include <time.h>
 
 #include "tcn.h"
-
-uint64_t tcn_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct timespec tcn_in_ms(long ms)
 {
@@ -97,7 +88,7 @@ tcomms_status_t tcn_nccl_error(const tcn_comm_t *c, ncclResult_t res, const char
 ncclResult_t tcn_settle(ncclComm_t comm, ncclResult_t res, uint64_t deadline_ns)
 {
     for (unsigned round = 0; res == ncclInProgress; round++) {
-        if (tcn_now_ns() >= deadline_ns)
+        if (tc_now_ns() >= deadline_ns)
             return ncclInProgress;
         tcn_backoff(round + 256);
         ncclResult_t q = ncclCommGetAsyncError(comm, &res);
@@ -105,20 +96,4 @@ ncclResult_t tcn_settle(ncclComm_t comm, ncclResult_t res, uint64_t deadline_ns)
             return q;
     }
     return res;
-}
-
-tcomms_status_t tcn_env_long(const char *name, long min, long max, long dflt, long *out)
-{
-    const char *v = getenv(name);
-    *out = dflt;
-    if (v == NULL || *v == '\0')
-        return TCOMMS_SUCCESS;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno != 0 || *end != '\0' || x < min || x > max)
-        return tcn_core->error(TCOMMS_ERR_BAD_ENV, "nccl: %s='%s' is not an integer in [%ld, %ld]", name, v, min,
-                               max);
-    *out = x;
-    return TCOMMS_SUCCESS;
 }

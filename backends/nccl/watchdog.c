@@ -147,7 +147,7 @@ static void *watchdog_main(void *arg)
         pthread_cond_timedwait(&reg_cond, &reg_lock, &ts);
         if (stopping)
             break;
-        uint64_t now = tcn_now_ns();
+        uint64_t now = tc_now_ns();
         for (tcn_comm_t *c = reg_head; c; c = c->wnext)
             if (!atomic_load(&c->failed))
                 check_comm(c, now);

@@ -133,7 +133,7 @@ void tcn_op_finish(tcn_op_t *op, tcomms_status_t launch, const char *why)
     }
     int captured = (op->flags & TCN_OP_CAPTURED) != 0, last = 0;
     if (!captured)
-        op->deadline_ns = tcn_now_ns() + (uint64_t)op->timeout_ms * 1000000ull;
+        op->deadline_ns = tc_now_ns() + (uint64_t)op->timeout_ms * 1000000ull;
     pthread_mutex_lock(&c->plock);
     op->grouped = 0;
     if (captured) { /* runs at replay: the watchdog has nothing to follow */
@@ -289,7 +289,7 @@ tcomms_status_t tcn_work_synchronize(void *bwork, uint32_t timeout_ms)
         return tcn_work_wait(op, timeout_ms); /* nothing runs before a replay: join the capture instead */
     if (!(op->flags & TCN_OP_RECORDED) && op_status(op) == TCOMMS_IN_PROGRESS)
         return not_launched(op, "tcomms_work_synchronize");
-    uint64_t start = tcn_now_ns(), deadline = start + (uint64_t)timeout_ms * 1000000ull, next_async = start;
+    uint64_t start = tc_now_ns(), deadline = start + (uint64_t)timeout_ms * 1000000ull, next_async = start;
     int prev = tcn_device_enter(op->comm);
     for (unsigned round = 0;; round++) {
         tcomms_status_t st = poll_op(op);
@@ -297,7 +297,7 @@ tcomms_status_t tcn_work_synchronize(void *bwork, uint32_t timeout_ms)
             tcn_device_leave(prev);
             return report(op, st);
         }
-        uint64_t now = tcn_now_ns();
+        uint64_t now = tc_now_ns();
         if (now >= op->deadline_ns && !atomic_load(&op->comm->failed)) {
             /* Judge the deadline now rather than at the watchdog's next round: a peer aborting at its own
              * deadline can let this kernel run to an end with partial data, which must not read as success. */

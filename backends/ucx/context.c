@@ -69,38 +69,21 @@ void tcu_route_ucx_logs(const tcomms_core_t *core)
     ucs_log_push_handler(route_ucx_log);
 }
 
-/* An integer environment variable in [lo, hi], or `def` when unset or empty. */
-static tcomms_status_t env_int(const tcomms_core_t *core, const char *name, long lo, long hi, long def, long *out)
-{
-    const char *s = getenv(name);
-    *out = def;
-    if (s == NULL || *s == '\0')
-        return TCOMMS_SUCCESS;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return core->error(TCOMMS_ERR_BAD_ENV, "%s='%s': expected an integer in [%ld, %ld]", name, s, lo, hi);
-    *out = v;
-    return TCOMMS_SUCCESS;
-}
-
 static tcomms_status_t read_env(tcu_ctx_t *c)
 {
     const char *mode = getenv("TCOMMS_UCX_ERR_MODE");
     if (mode && *mode && strcmp(mode, "none") != 0 && strcmp(mode, "peer") != 0)
         return c->core->error(TCOMMS_ERR_BAD_ENV, "TCOMMS_UCX_ERR_MODE='%s': expected 'none' or 'peer'", mode);
     c->peer_errors = mode && strcmp(mode, "peer") == 0;
-    long spin, rounds, thread;
-    tcomms_status_t st = env_int(c->core, "TCOMMS_UCX_SPIN_US", 0, 10 * 1000 * 1000, DEFAULT_SPIN_US, &spin);
+    long spin, rounds;
+    tcomms_status_t st = c->core->env_int("TCOMMS_UCX_SPIN_US", 0, 10 * 1000 * 1000, DEFAULT_SPIN_US, &spin);
     if (st == TCOMMS_SUCCESS)
-        st = env_int(c->core, "TCOMMS_UCX_WARMUP", 0, 100000, DEFAULT_WARMUP, &rounds);
+        st = c->core->env_int("TCOMMS_UCX_WARMUP", 0, 100000, DEFAULT_WARMUP, &rounds);
     if (st == TCOMMS_SUCCESS)
-        st = env_int(c->core, "TCOMMS_UCX_PROGRESS_THREAD", 0, 1, 1, &thread);
+        st = c->core->env_bool("TCOMMS_UCX_PROGRESS_THREAD", 1, &c->use_thread);
     if (st != TCOMMS_SUCCESS)
         return st;
     c->spin_ns = (uint64_t)spin * 1000;
-    c->use_thread = (int)thread;
     c->warmup_rounds = (int)rounds;
     return TCOMMS_SUCCESS;
 }
@@ -208,30 +191,34 @@ static void finish_request(tcu_ctx_t *c, void *req, uint64_t until)
 {
     if (req == NULL || UCS_PTR_IS_ERR(req))
         return;
-    while (ucp_request_check_status(req) == UCS_INPROGRESS && tcu_now_ns() < until)
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && tc_now_ns() < until)
         ucp_worker_progress(c->worker);
     ucp_request_free(req);
+}
+
+struct closing {
+    tcu_ctx_t *c;
+    uint64_t until;
+};
+
+static void close_endpoint(tc_hlink_t *link, void *arg)
+{
+    const struct closing *x = arg;
+    tcu_ep_t *e = (tcu_ep_t *)link;
+    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = x->c->peer_errors ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    finish_request(x->c, ucp_ep_close_nbx(e->ep, &cp), x->until);
+    free(e);
 }
 
 /* Flush what is still in flight (a last eager message over TCP may sit in a send buffer), then close every
  * endpoint: forced where peers use error handling (no reply needed), flushed otherwise, all within TEARDOWN_NS. */
 static void close_endpoints(tcu_ctx_t *c)
 {
-    uint64_t until = tcu_now_ns() + TEARDOWN_NS;
+    uint64_t until = tc_now_ns() + TEARDOWN_NS;
     ucp_request_param_t fp = {.op_attr_mask = 0};
     finish_request(c, ucp_worker_flush_nbx(c->worker, &fp), until);
-    for (size_t b = 0; b < c->nbuckets; b++) {
-        for (tcu_ep_t *e = c->buckets[b], *next; e; e = next) {
-            next = e->next;
-            ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                      .flags = c->peer_errors ? UCP_EP_CLOSE_FLAG_FORCE : 0};
-            finish_request(c, ucp_ep_close_nbx(e->ep, &cp), until);
-            free(e);
-        }
-    }
-    free(c->buckets);
-    c->buckets = NULL;
-    c->nbuckets = c->neps = 0;
+    tc_htable_free(&c->eps, close_endpoint, &(struct closing){c, until});
 }
 
 static void destroy(tcu_ctx_t *c)
@@ -247,7 +234,7 @@ static void destroy(tcu_ctx_t *c)
         ucp_cleanup(c->ucp);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
-    free(c->buckets);
+    tc_htable_free(&c->eps, NULL, NULL); /* emptied by close_endpoints, or never filled: no worker, no endpoint */
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -273,10 +260,9 @@ tcomms_status_t tcu_ctx_acquire(const tcomms_core_t *core, tcu_ctx_t **out)
     if (st == TCOMMS_SUCCESS)
         st = open_worker(c);
     if (st == TCOMMS_SUCCESS) {
-        c->nbuckets = 64;
-        c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+        int no_cache = tc_htable_init(&c->eps, 64);
         c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (c->buckets == NULL)
+        if (no_cache)
             st = core->error(TCOMMS_ERR_NO_MEMORY, "ucx: out of memory for the endpoint cache");
         else if (c->wake_fd < 0)
             st = core->error(TCOMMS_ERR_SYSTEM, "ucx: eventfd: %s", strerror(errno));
@@ -306,14 +292,6 @@ int tcu_ctx_release(tcu_ctx_t *ctx)
 
 /* ---- endpoint cache ------------------------------------------------------------------------------------------ */
 
-static uint64_t hash_bytes(const unsigned char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
 /* Runs inside ucp_worker_progress (lock held): record the failure; the next sweep breaks the communicators. */
 static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
@@ -326,30 +304,14 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
     }
 }
 
-static void grow_buckets(tcu_ctx_t *c)
-{
-    size_t n = c->nbuckets * 4;
-    tcu_ep_t **b = calloc(n, sizeof(*b));
-    if (b == NULL)
-        return; /* longer chains, still correct */
-    for (size_t i = 0; i < c->nbuckets; i++) {
-        for (tcu_ep_t *e = c->buckets[i], *next; e; e = next) {
-            next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-        }
-    }
-    free(c->buckets);
-    c->buckets = b;
-    c->nbuckets = n;
-}
-
 tcu_ep_t *tcu_ep_get(tcu_ctx_t *c, const void *addr, size_t len)
 {
-    uint64_t h = hash_bytes(addr, len);
-    for (tcu_ep_t *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->next)
-        if (e->hash == h && e->addr_len == len && memcmp(e->addr, addr, len) == 0)
+    uint64_t h = tc_hash_bytes(addr, len);
+    for (tc_hlink_t *l = *tc_htable_chain(&c->eps, h); l; l = l->next) {
+        tcu_ep_t *e = (tcu_ep_t *)l;
+        if (l->hash == h && e->addr_len == len && memcmp(e->addr, addr, len) == 0)
             return e;
+    }
     tcu_ep_t *e = calloc(1, sizeof(*e) + len);
     if (e == NULL) {
         c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx: out of memory for an endpoint");
@@ -357,7 +319,7 @@ tcu_ep_t *tcu_ep_get(tcu_ctx_t *c, const void *addr, size_t len)
     }
     memcpy(e->addr, addr, len);
     e->addr_len = len;
-    e->hash = h;
+    e->link.hash = h;
     ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
                          .address = (const ucp_address_t *)e->addr,
                          .err_mode = c->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE};
@@ -372,9 +334,6 @@ tcu_ep_t *tcu_ep_get(tcu_ctx_t *c, const void *addr, size_t len)
         ucx_fail(c, "ucp_ep_create", st);
         return NULL;
     }
-    e->next = c->buckets[h & (c->nbuckets - 1)];
-    c->buckets[h & (c->nbuckets - 1)] = e;
-    if (++c->neps > 2 * c->nbuckets)
-        grow_buckets(c);
+    tc_htable_insert(&c->eps, &e->link);
     return e;
 }

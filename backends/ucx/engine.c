@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ucx.h"
 
@@ -406,17 +405,10 @@ void tcu_task_advance(tcu_task_t *t)
 
 /* ---- starting and releasing tasks ---------------------------------------------------------------------------- */
 
-/* Post time for the deadline, from the coarse clock (a fifth of the cost of tcu_now_ns on the fast path). It lags
+/* Post time for the deadline, from the coarse clock (a fifth of the cost of tc_now_ns on the fast path). It lags
  * the precise one by up to its resolution (4 ms at HZ=250), which the slack covers: a deadline fires at most that
  * much late, never early. */
 #define COARSE_SLACK_NS (10ull * 1000 * 1000)
-
-static uint64_t coarse_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static tcu_task_t *take_task(tcu_comm_t *c)
 {
@@ -485,7 +477,7 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
         low = (seq & ((1u << TCU_SEQ_BITS) - 1)) << TCU_SEQ_SHIFT | tcu_shape(a) << TCU_SHAPE_SHIFT;
     t->tag_base = tcu_tag(kind, c->cid, 0, low);
     tcu_ctx_t *x = c->ctx;
-    x->last_post_ns = coarse_now_ns();
+    x->last_post_ns = tc_now_coarse_ns();
     t->deadline_ns = x->last_post_ns + COARSE_SLACK_NS + (uint64_t)a->timeout_ms * 1000000ull;
     t->status = TCOMMS_IN_PROGRESS;
     t->ucs_error = 0;

@@ -106,7 +106,7 @@ static tcomms_status_t work_test(void *bwork)
         ucp_worker_progress(x->worker);
         if (x->events)
             tcu_sweep(x);
-        uint64_t now = tcu_now_ns();
+        uint64_t now = tc_now_ns();
         if (now >= x->next_check_ns)
             tcu_check_deadlines(x, now);
     }
@@ -122,7 +122,7 @@ static tcomms_status_t work_wait(void *bwork, uint32_t timeout_ms)
         return tcu_task_report(t);
     tcu_ctx_t *x = t->comm->ctx;
     pthread_mutex_lock(&x->lock);
-    int done = tcu_drive(x, task_final, t, tcu_now_ns() + (uint64_t)timeout_ms * 1000000ull);
+    int done = tcu_drive(x, task_final, t, tc_now_ns() + (uint64_t)timeout_ms * 1000000ull);
     pthread_mutex_unlock(&x->lock);
     if (!done)
         return t->core->error(TCOMMS_ERR_TIMEOUT, "ucx %s: still running after a %u ms wait (the operation's "

@@ -22,13 +22,6 @@
 #define POLLS_PER_CHECK 16                     /* a waiting caller reads the clock once per this many polls */
 #define LINGER_NS (1000ull * 1000 * 1000)     /* the thread serves the worker this long after the last task ended */
 
-uint64_t tcu_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Peer error mode: a running task with a request in flight with a peer whose endpoint failed fails with
  * TCOMMS_ERR_REMOTE (UCX completes the sends itself, but a receive would wait for ever). Others carry on: a peer that
  * finished its part and left must not fail operations that no longer need it; posting to it later fails. */
@@ -153,7 +146,7 @@ int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
             break;
         if (polls % POLLS_PER_CHECK)
             continue;
-        uint64_t now = tcu_now_ns();
+        uint64_t now = tc_now_ns();
         if (spin_end == 0) {
             yield_at = now + yield_after_ns(c);
             spin_end = now + c->spin_ns;
@@ -210,7 +203,7 @@ static int caller_away(tcu_ctx_t *c, uint64_t now, uint64_t *seen_epoch, int awa
 /* One wake-up of the thread, lock held; returns how long to sleep and whether on the worker's fd too. */
 static uint64_t thread_turn(tcu_ctx_t *c, uint64_t *seen_epoch, int *away, int *armed)
 {
-    uint64_t now = tcu_now_ns();
+    uint64_t now = tc_now_ns();
     *armed = 0;
     if ((*away = caller_away(c, now, seen_epoch, *away))) {
         for (int i = 0; i < THREAD_BURST && ucp_worker_progress(c->worker); i++)
@@ -218,7 +211,7 @@ static uint64_t thread_turn(tcu_ctx_t *c, uint64_t *seen_epoch, int *away, int *
                 tcu_sweep(c);
         if (c->events)
             tcu_sweep(c);
-        now = tcu_now_ns();
+        now = tc_now_ns();
     }
     if (now >= c->next_check_ns) /* deadlines hold even if the caller never comes back */
         tcu_check_deadlines(c, now);

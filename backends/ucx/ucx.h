@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <ucp/api/ucp.h>
 
+#include "clock.h" /* lib/util/clock.h */
+#include "hash.h"  /* lib/util/hash.h */
 #include "engine.h"
 
 /* ---- tags (docs/ucx.md): kind 2 | communicator id 18 | source rank 16 | low 28 ---------------------------------
@@ -56,10 +58,9 @@ struct tcu_req {
 
 /* One peer worker, reached by every communicator that has it as a member. */
 typedef struct tcu_ep {
-    struct tcu_ep *next;   /* hash chain */
+    tc_hlink_t link;       /* first: the endpoint cache's links are endpoints */
     ucp_ep_h ep;
     int failed;            /* ucs_status_t reported by the error handler (peer error mode), 0 while healthy */
-    uint64_t hash;
     size_t addr_len;
     unsigned char addr[];  /* the peer worker's address */
 } tcu_ep_t;
@@ -86,8 +87,7 @@ typedef struct tcu_ctx {
     int local_size;         /* the most ranks on this host of any communicator created on it (progress.c) */
     uint64_t yield_after_ns; /* how long a waiting caller polls before yielding: 0 when oversubscribed */
 
-    tcu_ep_t **buckets;     /* endpoint cache keyed by worker address */
-    size_t nbuckets, neps;
+    tc_htable_t eps;        /* endpoint cache keyed by worker address (lib/hash.h) */
 
     tcu_task_t active;      /* sentinel of the running tasks' list */
     int nactive;
@@ -154,7 +154,6 @@ void tcu_route_ucx_logs(const tcomms_core_t *core);
 
 /* Running tasks' deadlines and shapes are looked at this often. */
 #define TCU_CHECK_EVERY_NS (100ull * 1000 * 1000)
-uint64_t tcu_now_ns(void);
 /* Progress the worker on the calling thread until done(arg) or CLOCK_MONOTONIC `until_ns`; returns done(arg).
  * Spins for ctx->spin_ns, then sleeps on the worker's event fd. Lock held (dropped while sleeping). */
 int tcu_drive(tcu_ctx_t *ctx, int (*done)(void *), void *arg, uint64_t until_ns);

@@ -26,7 +26,7 @@ extern "C" {
  * Major 7 follows the single version number 6 that came before, in the same first 4 bytes, so a core of either
  * scheme refuses a module of the other by its first field alone. Minor history: 7.0, the entries of ABI 6;
  * 7.1, tcomms_backend_t.priority and comm_abort, tcomms_core_t.coll_info and tcomms_coll_args_t.seq; 7.2,
- * tcomms_backend_t.algorithm and comm_setting, tcomms_core_t.setting_resolve. */
+ * tcomms_backend_t.algorithm and comm_setting, tcomms_core_t.setting_resolve, env_int and env_bool. */
 #define TCOMMS_BACKEND_ABI_MAJOR 7u
 #define TCOMMS_BACKEND_ABI_MINOR 2u
 
@@ -158,6 +158,11 @@ typedef struct tcomms_core {
      * strict_hints: one rule for every module. */
     tcomms_status_t (*setting_resolve)(const tcomms_hints_t *hints, const char *who, const char *key,
                                        const char *hint, const char *var, const char *dflt, tcomms_setting_t *out);
+    /* (7.2) Read environment variable `name` as the core reads its own (docs/env.md): *out = dflt when unset;
+     * otherwise the value must be an integer in [min, max], or a boolean (1/0, true/false, yes/no, on/off), an
+     * empty value being malformed too: TCOMMS_ERR_BAD_ENV with a message naming the variable and its value. */
+    tcomms_status_t (*env_int)(const char *name, long min, long max, long dflt, long *out);
+    tcomms_status_t (*env_bool)(const char *name, int dflt, int *out);
 } tcomms_core_t;
 
 /* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent

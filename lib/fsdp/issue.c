@@ -9,19 +9,9 @@
 
 static const char *const coll_names[] = {"all_gather", "reduce_scatter", "all_reduce"};
 
-uint64_t tc_fsdp_hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= c[i];
-        h *= 0x100000001b3ULL; /* FNV-1a */
-    }
-    return h;
-}
-
 uint64_t tc_fsdp_hash_i64(uint64_t h, int64_t v)
 {
-    return tc_fsdp_hash_bytes(h, &v, sizeof(v));
+    return tc_hash_more(h, &v, sizeof(v));
 }
 
 tcomms_status_t tc_fsdp_fail(tcomms_fsdp_t *rt, tcomms_status_t st)
@@ -62,7 +52,7 @@ tcomms_status_t tc_fsdp_log_open(tcomms_fsdp_t *rt)
 static void note(tcomms_fsdp_t *rt, int domain, tc_fsdp_on_t on, tc_fsdp_coll_t coll, int bucket, size_t bytes)
 {
     int64_t v[4] = {domain * 3 + (int)on, coll, bucket, (int64_t)bytes};
-    rt->hash = tc_fsdp_hash_bytes(rt->hash, v, sizeof(v));
+    rt->hash = tc_hash_more(rt->hash, v, sizeof(v));
     rt->issued++;
     if (rt->log != NULL) {
         fprintf(rt->log, "%llu %s %s bucket %d unit %d bytes %zu\n", (unsigned long long)rt->issued,

@@ -8,6 +8,7 @@
 #include <tcomms/fsdp.h>
 
 #include "error.h"
+#include "hash.h" /* lib/util/hash.h */
 #include "fsdp/groups.h"
 
 enum { TOK_TP, TOK_CP, TOK_EP, TOK_DP, TOK_PP, TOK_COUNT };
@@ -345,14 +346,15 @@ int tc_fsdp_layout_offset(const tcomms_fsdp_layout_t *layout)
  * on the host's byte order. */
 uint64_t tc_fsdp_layout_hash(const tcomms_fsdp_layout_t *layout)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = layout->order_text; *p; p++)
-        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    uint64_t h = tc_hash_bytes(layout->order_text, strlen(layout->order_text));
     const int values[] = {layout->token_size[TOK_TP], layout->token_size[TOK_CP], layout->ep,
                           layout->token_size[TOK_DP], layout->token_size[TOK_PP], layout->expert_tp, layout->outer,
                           layout->offset};
-    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
-        for (int s = 0; s < 32; s += 8)
-            h = (h ^ (((uint32_t)values[i] >> s) & 0xffu)) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+        uint32_t v = (uint32_t)values[i];
+        const unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                                     (unsigned char)(v >> 24)};
+        h = tc_hash_more(h, le, sizeof(le));
+    }
     return h;
 }

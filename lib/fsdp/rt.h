@@ -11,6 +11,7 @@
 #include <tcomms/fsdp.h>
 
 #include "../error.h"
+#include "hash.h" /* lib/util/hash.h */
 
 #define TC_FSDP_PAD 16         /* a bucket is padded to a multiple of S * TC_FSDP_PAD elements */
 #define TC_FSDP_BYTE_ALIGN 64  /* offsets of buckets inside unit buffers and gradient slots */
@@ -215,9 +216,8 @@ tcomms_status_t tc_fsdp_post_scatter_into(tcomms_fsdp_t *rt, int domain, int buc
 tcomms_status_t tc_fsdp_wait(tcomms_fsdp_t *rt, tcomms_work_t **work);
 /* Record `st` (the current message) as the runtime's failure and return it. */
 tcomms_status_t tc_fsdp_fail(tcomms_fsdp_t *rt, tcomms_status_t st);
-uint64_t tc_fsdp_hash_bytes(uint64_t h, const void *p, size_t n);
+/* tc_hash_more (lib/util/hash.h) over v's bytes. */
 uint64_t tc_fsdp_hash_i64(uint64_t h, int64_t v);
-#define TC_FSDP_HASH_INIT 0xcbf29ce484222325ULL
 tcomms_status_t tc_fsdp_log_open(tcomms_fsdp_t *rt);
 
 /* ops.c: the runtime's calls into rt->ops. A failure (device work only) marks the runtime failed. */

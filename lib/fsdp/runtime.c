@@ -173,7 +173,7 @@ tcomms_status_t tcomms_fsdp_create(const tcomms_fsdp_groups_t *groups, const tco
     rt->groups = *groups;
     rt->cfg = c;
     rt->ops = &tc_fsdp_host_ops;
-    rt->hash = TC_FSDP_HASH_INIT;
+    rt->hash = TC_HASH_INIT;
     if (c.log_path != NULL && (rt->log_path = strdup(c.log_path)) == NULL) {
         free(rt);
         return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_fsdp_create: out of memory");
@@ -305,12 +305,12 @@ static uint64_t config_hash(const tcomms_fsdp_t *rt, const tcomms_fsdp_layout_t 
     int64_t head[] = {c->strategy,         c->outer,   c->main_dtype, c->prefetch_forward, c->prefetch_backward,
                       c->max_live_units,   c->keep_after_forward,     c->windows,          rt->nunits,
                       rt->nbuckets,        rt->nparams,               c->optimizer_casts != 0, c->reduce_dtype};
-    uint64_t h = tc_fsdp_hash_i64(TC_FSDP_HASH_INIT, (int64_t)tc_fsdp_layout_hash(layout));
-    h = tc_fsdp_hash_bytes(h, head, sizeof(head));
+    uint64_t h = tc_fsdp_hash_i64(TC_HASH_INIT, (int64_t)tc_fsdp_layout_hash(layout));
+    h = tc_hash_more(h, head, sizeof(head));
     for (int b = 0; b < rt->nbuckets; b++) {
         const tc_fsdp_bucket_t *k = &rt->buckets[b];
         int64_t v[] = {k->unit, k->dtype, k->domain, k->no_grad, (int64_t)k->numel, (int64_t)k->padded};
-        h = tc_fsdp_hash_bytes(h, v, sizeof(v));
+        h = tc_hash_more(h, v, sizeof(v));
     }
     for (int i = 0; i < rt->nparams; i++) {
         const tc_fsdp_param_t *p = &rt->params[i];

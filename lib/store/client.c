@@ -16,8 +16,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "clock.h" /* lib/util/clock.h */
 #include "impl.h"
+#include "log.h"
 #include "proto.h"
 
 #define WHO "store"
@@ -46,7 +47,7 @@ typedef struct reply {
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
     for (;;) {
-        uint64_t now = tc_store_now_ms();
+        uint64_t now = tc_now_ms();
         if (now >= deadline)
             return ETIMEDOUT;
         struct pollfd p = {.fd = fd, .events = events};
@@ -127,7 +128,7 @@ static tcomms_status_t exchange(tcp_store_t *s, const char *what, uint16_t op, c
     uint8_t hdr[TC_STORE_HDR_LEN];
     tc_store_hdr_pack(hdr, op, klen, vlen);
     struct iovec iov[3] = {{hdr, sizeof(hdr)}, {(void *)key, klen}, {(void *)val, vlen}};
-    uint64_t deadline = tc_store_now_ms() + reply_ms;
+    uint64_t deadline = tc_now_ms() + reply_ms;
     int e = send_iov(s->fd, iov, 3, deadline);
     if (e == 0)
         e = recv_all(s->fd, hdr, sizeof(hdr), deadline);
@@ -431,13 +432,13 @@ tcomms_status_t tc_store_connect(const char *addr, int port, const char *token, 
         return tc_error(TCOMMS_ERR_NO_MEMORY, "store connect: out of memory");
     snprintf(s->where, sizeof(s->where), strchr(addr, ':') ? "[%.255s]:%d" : "%.255s:%d", addr, port);
 
-    uint64_t deadline = tc_store_now_ms() + timeout_ms, backoff = BACKOFF_FIRST_MS;
+    uint64_t deadline = tc_now_ms() + timeout_ms, backoff = BACKOFF_FIRST_MS;
     char why[128] = "";
     for (;;) {
         /* Each attempt gets a little time even at the end, so that a short timeout still allows a handshake. */
-        uint64_t now = tc_store_now_ms();
+        uint64_t now = tc_now_ms();
         s->fd = dial(addr, port, deadline > now + MIN_ATTEMPT_MS ? deadline : now + MIN_ATTEMPT_MS, why, sizeof(why));
-        now = tc_store_now_ms();
+        now = tc_now_ms();
         if (s->fd >= 0 || now >= deadline)
             break;
         tc_log(TCOMMS_LOG_DEBUG, WHO, "connect to %s: %s; retrying in %llu ms", s->where, why,

@@ -8,7 +8,6 @@
 
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include "store.h"
 
@@ -67,14 +66,6 @@ typedef enum tc_store_reply {
 
 /* The largest WAIT body: the two counts, then TC_STORE_MAX_KEYS keys of TC_STORE_MAX_KEY bytes with their lengths. */
 #define TC_STORE_MAX_WAIT_BODY (8u + TC_STORE_MAX_KEYS * (4u + TC_STORE_MAX_KEY))
-
-/* Milliseconds on the monotonic clock, for the deadlines on both sides. */
-static inline uint64_t tc_store_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static inline void tc_store_put_u32(uint8_t *p, uint32_t v)
 {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "clock.h" /* lib/util/clock.h */
 #include "log.h"
 #include "server.h"
 
@@ -87,7 +88,7 @@ static void conn_fail(tc_store_server_t *srv, conn_t *c, uint16_t code, const ch
     if (code == TC_STORE_BAD_REQUEST || code == TC_STORE_REFUSED) {
         tc_store_srv_dropped(srv, "closing a client: %s", msg);
         c->closing = 1;
-        c->deadline_ms = tc_store_now_ms() + CLOSE_GRACE_MS;
+        c->deadline_ms = tc_now_ms() + CLOSE_GRACE_MS;
     }
     conn_reset_request(srv, c);
     conn_reply(c, code, msg, (uint32_t)len);
@@ -226,7 +227,7 @@ static void do_wait(tc_store_server_t *srv, conn_t *c)
     if (timeout_ms == 0)
         return wait_finish(srv, c, TC_STORE_TIMEOUT);
     c->waiting = 1;
-    c->deadline_ms = tc_store_now_ms() + timeout_ms;
+    c->deadline_ms = tc_now_ms() + timeout_ms;
 }
 
 /* GET_WAIT: its body (key, timeout) rewritten as a WAIT body for that one key, so parking, waking and expiry are
@@ -325,7 +326,7 @@ static void handle_request(tc_store_server_t *srv, conn_t *c)
         conn_reply(c, TC_STORE_OK, num, 8);
         break;
     case TC_STORE_OP_NUM_KEYS:
-        tc_store_put_i64(num, (int64_t)srv->table.count);
+        tc_store_put_i64(num, (int64_t)srv->table.h.count);
         conn_reply(c, TC_STORE_OK, num, 8);
         break;
     }

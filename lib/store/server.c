@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h" /* lib/util/clock.h */
 #include "env.h"
 #include "log.h"
 #include "server.h"
@@ -47,7 +48,7 @@ void tc_store_srv_dropped(tc_store_server_t *srv, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    uint64_t now = tc_store_now_ms();
+    uint64_t now = tc_now_ms();
     if (srv->drops_logged < DROPS_LOGGED_FIRST) {
         srv->drops_logged++;
         tc_log(TCOMMS_LOG_WARN, WHO, "server on port %d: %s%s", srv->port, msg,
@@ -111,7 +112,7 @@ static conn_t *add_conn(tc_store_server_t *srv, int fd)
     if (c == NULL)
         return NULL;
     c->fd = fd;
-    c->since_ms = tc_store_now_ms();
+    c->since_ms = tc_now_ms();
     srv->conns[srv->nconns++] = c;
     return c;
 }
@@ -130,7 +131,7 @@ static void accept_some(tc_store_server_t *srv)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 tc_store_srv_dropped(srv, "accept: %s; pausing %d ms", strerror(errno), ACCEPT_PAUSE_MS);
-                srv->accept_resume_ms = tc_store_now_ms() + ACCEPT_PAUSE_MS;
+                srv->accept_resume_ms = tc_now_ms() + ACCEPT_PAUSE_MS;
             }
             return;
         }
@@ -206,7 +207,7 @@ static void serve_conn(tc_store_server_t *srv, conn_t *c, short revents)
 
 static void expire_and_sweep(tc_store_server_t *srv)
 {
-    uint64_t now = tc_store_now_ms();
+    uint64_t now = tc_now_ms();
     size_t kept = 0;
     for (size_t i = 0; i < srv->nconns; i++) {
         conn_t *c = srv->conns[i];
@@ -244,7 +245,7 @@ static void *server_main(void *arg)
 {
     tc_store_server_t *srv = arg;
     for (;;) {
-        uint64_t now = tc_store_now_ms();
+        uint64_t now = tc_now_ms();
         size_t n = fill_pollset(srv, now);
         if (poll(srv->pfds, n, poll_timeout(srv, now)) < 0) {
             if (errno == EINTR)
@@ -271,7 +272,7 @@ static void *server_main(void *arg)
         size_t admitted = count_admitted(srv);
         if (admitted == 0) /* strangers and half-open connections are not worth waiting for */
             break;
-        if (tc_store_now_ms() >= srv->linger_until_ms) {
+        if (tc_now_ms() >= srv->linger_until_ms) {
             tc_log(TCOMMS_LOG_WARN, WHO, "server on port %d: stopping with %zu client(s) still connected after "
                    "lingering for them; their later store requests fail", srv->port, admitted);
             break;
@@ -407,7 +408,7 @@ void tc_store_server_linger(tc_store_server_t *srv, uint32_t linger_ms)
     if (srv == NULL)
         return;
     if (srv->thread_started && linger_ms > 0) {
-        atomic_store(&srv->linger_until_ms, tc_store_now_ms() + linger_ms);
+        atomic_store(&srv->linger_until_ms, tc_now_ms() + linger_ms);
         wake_and_join(srv);
     }
     tc_store_server_stop(srv);
@@ -422,7 +423,7 @@ void tc_store_server_stop(tc_store_server_t *srv)
     for (size_t i = 0; i < srv->nconns; i++)
         srv->conns[i]->dead = 1;
     expire_and_sweep(srv);
-    drops_report(srv, tc_store_now_ms());
+    drops_report(srv, tc_now_ms());
     free(srv->conns);
     free(srv->pfds);
     for (int i = 0; i < 2; i++)

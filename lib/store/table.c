@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The store server's key table (table.h): FNV-1a hashing into chained buckets, doubled once the table holds
- * as many keys as buckets, so lookups stay short without any tuning. */
+/* The store server's key table (table.h): entries of lib/hash.h's growing table, which the server's byte budget
+ * accounts for here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,53 +8,27 @@
 
 #define FIRST_BUCKETS 64
 
-static uint64_t hash_key(const uint8_t *key, uint32_t klen)
+/* The link that points at `key`'s entry, or the NULL link ending its chain. The link is an entry's first member. */
+static tc_hlink_t **slot_of(tc_store_table_t *t, const uint8_t *key, uint32_t klen, uint64_t h)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (uint32_t i = 0; i < klen; i++)
-        h = (h ^ key[i]) * 1099511628211ull;
-    return h;
-}
-
-/* The link that points at `key`'s entry, or the NULL link ending its chain. */
-static tc_store_entry_t **slot_of(tc_store_table_t *t, const uint8_t *key, uint32_t klen, uint64_t h)
-{
-    tc_store_entry_t **p = &t->buckets[h & (t->nbuckets - 1)];
-    while (*p != NULL && !((*p)->hash == h && (*p)->klen == klen && memcmp((*p)->key, key, klen) == 0))
-        p = &(*p)->next;
+    tc_hlink_t **p = tc_htable_chain(&t->h, h);
+    for (; *p != NULL; p = &(*p)->next) {
+        const tc_store_entry_t *e = (const tc_store_entry_t *)*p;
+        if (e->link.hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
+            break;
+    }
     return p;
 }
 
 int tc_store_table_init(tc_store_table_t *t)
 {
-    t->count = 0;
     t->bytes = 0;
-    t->nbuckets = FIRST_BUCKETS;
-    t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-    return t->buckets != NULL ? 0 : -1;
+    return tc_htable_init(&t->h, FIRST_BUCKETS);
 }
 
 tc_store_entry_t *tc_store_table_find(tc_store_table_t *t, const uint8_t *key, uint32_t klen)
 {
-    return *slot_of(t, key, klen, hash_key(key, klen));
-}
-
-static void grow(tc_store_table_t *t)
-{
-    size_t n = t->nbuckets * 2;
-    tc_store_entry_t **b = calloc(n, sizeof(*b));
-    if (b == NULL)
-        return; /* chains just get longer */
-    for (size_t i = 0; i < t->nbuckets; i++) {
-        for (tc_store_entry_t *e = t->buckets[i], *next; e != NULL; e = next) {
-            next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-        }
-    }
-    free(t->buckets);
-    t->buckets = b;
-    t->nbuckets = n;
+    return (tc_store_entry_t *)*slot_of(t, key, klen, tc_hash_bytes(key, klen));
 }
 
 int tc_store_table_set(tc_store_table_t *t, const uint8_t *key, uint32_t klen, const uint8_t *value, uint32_t vlen)
@@ -64,55 +38,50 @@ int tc_store_table_set(tc_store_table_t *t, const uint8_t *key, uint32_t klen, c
         return -1;
     if (vlen > 0)
         memcpy(copy, value, vlen);
-    uint64_t h = hash_key(key, klen);
-    tc_store_entry_t **slot = slot_of(t, key, klen, h);
-    if (*slot == NULL) {
-        tc_store_entry_t *e = malloc(sizeof(*e) + klen);
+    uint64_t h = tc_hash_bytes(key, klen);
+    tc_store_entry_t *e = (tc_store_entry_t *)*slot_of(t, key, klen, h);
+    if (e == NULL) {
+        e = malloc(sizeof(*e) + klen);
         if (e == NULL) {
             free(copy);
             return -1;
         }
-        *e = (tc_store_entry_t){.hash = h, .klen = klen};
+        *e = (tc_store_entry_t){.link.hash = h, .klen = klen};
         memcpy(e->key, key, klen);
-        if (t->count >= t->nbuckets) {
-            grow(t);
-            slot = slot_of(t, key, klen, h);
-        }
-        *slot = e;
-        t->count++;
+        tc_htable_insert(&t->h, &e->link);
         t->bytes += TC_STORE_ENTRY_OVERHEAD + klen;
     }
-    t->bytes = t->bytes - (*slot)->vlen + vlen;
-    free((*slot)->value);
-    (*slot)->value = copy;
-    (*slot)->vlen = vlen;
+    t->bytes = t->bytes - e->vlen + vlen;
+    free(e->value);
+    e->value = copy;
+    e->vlen = vlen;
     return 0;
 }
 
-static void unlink_entry(tc_store_table_t *t, tc_store_entry_t **slot)
+static void free_entry(tc_hlink_t *link, void *arg)
 {
-    tc_store_entry_t *e = *slot;
-    *slot = e->next;
+    tc_store_table_t *t = arg;
+    tc_store_entry_t *e = (tc_store_entry_t *)link;
     t->bytes -= TC_STORE_ENTRY_OVERHEAD + e->klen + e->vlen;
     free(e->value);
     free(e);
-    t->count--;
 }
 
 void tc_store_table_del(tc_store_table_t *t, const uint8_t *key, uint32_t klen)
 {
-    tc_store_entry_t **slot = slot_of(t, key, klen, hash_key(key, klen));
+    tc_hlink_t **slot = slot_of(t, key, klen, tc_hash_bytes(key, klen));
     if (*slot != NULL)
-        unlink_entry(t, slot);
+        free_entry(tc_htable_unlink(&t->h, slot), t);
 }
 
 int64_t tc_store_table_del_prefix(tc_store_table_t *t, const uint8_t *prefix, uint32_t plen)
 {
     int64_t removed = 0;
-    for (size_t i = 0; i < t->nbuckets; i++) {
-        for (tc_store_entry_t **p = &t->buckets[i]; *p != NULL;) {
-            if ((*p)->klen >= plen && memcmp((*p)->key, prefix, plen) == 0) {
-                unlink_entry(t, p);
+    for (size_t i = 0; i < t->h.nbuckets; i++) {
+        for (tc_hlink_t **p = &t->h.buckets[i]; *p != NULL;) {
+            const tc_store_entry_t *e = (const tc_store_entry_t *)*p;
+            if (e->klen >= plen && memcmp(e->key, prefix, plen) == 0) {
+                free_entry(tc_htable_unlink(&t->h, p), t);
                 removed++;
             } else {
                 p = &(*p)->next;
@@ -124,10 +93,5 @@ int64_t tc_store_table_del_prefix(tc_store_table_t *t, const uint8_t *prefix, ui
 
 void tc_store_table_free(tc_store_table_t *t)
 {
-    for (size_t i = 0; t->buckets != NULL && i < t->nbuckets; i++)
-        while (t->buckets[i] != NULL)
-            unlink_entry(t, &t->buckets[i]);
-    free(t->buckets);
-    t->buckets = NULL;
-    t->nbuckets = 0;
+    tc_htable_free(&t->h, free_entry, t);
 }

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The key table of the store server (server.c): byte-string keys to byte-string values in a chained hash
- * table that doubles its bucket count as it fills. Not thread-safe: the server thread alone owns it. */
+/* The key table of the store server (server.c): byte-string keys to byte-string values in the growing hash table
+ * of lib/hash.h. Not thread-safe: the server thread alone owns it. */
 #ifndef TC_STORE_TABLE_H
 #define TC_STORE_TABLE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h" /* lib/util/hash.h */
+
 typedef struct tc_store_entry {
-    struct tc_store_entry *next;
-    uint64_t hash;
+    tc_hlink_t link; /* first: the table's links are entries */
     uint8_t *value; /* never NULL, even for an empty value */
     uint32_t vlen, klen;
     uint8_t key[];
@@ -19,9 +20,7 @@ typedef struct tc_store_entry {
 #define TC_STORE_ENTRY_OVERHEAD sizeof(tc_store_entry_t)
 
 typedef struct tc_store_table {
-    tc_store_entry_t **buckets;
-    size_t nbuckets; /* a power of two */
-    size_t count;
+    tc_htable_t h;  /* h.count: the keys held */
     uint64_t bytes; /* keys, values and TC_STORE_ENTRY_OVERHEAD per entry */
 } tc_store_table_t;
 

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h" /* lib/util/clock.h */
 #include "values.h"
 
 typedef struct bench {
@@ -41,9 +41,7 @@ static tcomms_status_t fail(const bench_t *b, const char *what, tcomms_status_t 
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return 1e-9 * (double)tc_now_ns();
 }
 
 /* Wait for and free every posted handle; the first error wins. */

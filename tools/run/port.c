@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h" /* lib/util/clock.h */
 #include "port.h"
 
 static int port_free(int port)
@@ -41,9 +41,7 @@ int run_free_port(void)
     int lo = 10000, span = low - lo;
     if (span < 1000)
         lo = 1024, span = low - lo;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)tc_now_ns();
     for (int tries = 0; tries < 200 && span > 0; tries++) {
         seed = seed * 1103515245u + 12345u;
         int port = lo + (int)((seed >> 8) % (unsigned)span);

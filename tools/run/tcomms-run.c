@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h" /* lib/util/clock.h */
 #include "port.h"
 #include "run.h"
 
@@ -70,13 +71,6 @@ static void on_signal(int sig)
         /* pipe full: enough wake-ups are already queued */
     }
     errno = saved;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static const char *signal_name(int sig)
@@ -236,7 +230,7 @@ static void terminate(run_job_t *job, int send_term)
     if (job->phase != PHASE_RUNNING) return;
     if (send_term) signal_groups(job, SIGTERM);
     job->phase = PHASE_TERMINATING;
-    job->phase_until = now_ms() + RUN_GRACE_MS;
+    job->phase_until = (int64_t)tc_now_ms() + RUN_GRACE_MS;
 }
 
 /* The first failure decides the exit status and takes the job down. */
@@ -344,7 +338,7 @@ static void handle_signals(run_job_t *job)
 /* Escalate when a deadline has passed: --timeout, then SIGKILL after the grace period. */
 static void check_deadlines(run_job_t *job)
 {
-    int64_t now = now_ms();
+    int64_t now = (int64_t)tc_now_ms();
     if (job->phase == PHASE_RUNNING && job->timeout_at >= 0 && now >= job->timeout_at) {
         fprintf(stderr, "tcomms-run: timed out after %g s\n", job->opts.timeout_s);
         fail(job, EXIT_TIMEOUT, 1);
@@ -378,8 +372,8 @@ static int poll_timeout(const run_job_t *job)
 {
     int64_t until = job->phase == PHASE_RUNNING ? job->timeout_at : job->phase_until;
     if (job->phase == PHASE_RUNNING && ranks_running(job) == 0) return 0;
-    if (until < 0 || (job->phase == PHASE_KILLED && now_ms() >= until)) return -1; /* SIGCHLD will come */
-    int64_t left = until - now_ms();
+    if (until < 0 || (job->phase == PHASE_KILLED && (int64_t)tc_now_ms() >= until)) return -1; /* SIGCHLD will come */
+    int64_t left = until - (int64_t)tc_now_ms();
     return left < 0 ? 0 : left > 60000 ? 60000 : (int)left;
 }
 
@@ -387,7 +381,8 @@ static void run_loop(run_job_t *job)
 {
     for (;;) {
         int n = poll_set(job);
-        if (ranks_running(job) == 0 && (n == 1 || (job->phase == PHASE_KILLED && now_ms() >= job->phase_until)))
+        if (ranks_running(job) == 0 &&
+            (n == 1 || (job->phase == PHASE_KILLED && (int64_t)tc_now_ms() >= job->phase_until)))
             return;
         int rc = poll(job->pfd, (nfds_t)n, poll_timeout(job));
         if (rc < 0 && errno != EINTR) { /* cannot happen with valid fds; still end the job without spinning */
@@ -466,7 +461,7 @@ int main(int argc, char **argv)
         goto out;
     }
     job.exit_code = -1;
-    job.timeout_at = job.opts.timeout_s > 0 ? now_ms() + (int64_t)(job.opts.timeout_s * 1000) : -1;
+    job.timeout_at = job.opts.timeout_s > 0 ? (int64_t)tc_now_ms() + (int64_t)(job.opts.timeout_s * 1000) : -1;
     for (int r = 0; r < n; r++) {
         rc = spawn_rank(&job, r, env, &vars, sigpipe_changed);
         if (rc != 0) {
