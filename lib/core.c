@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "comm_state.h"
 #include "dtype.h"
 #include "error.h"
 #include "loader.h"
@@ -65,4 +66,7 @@ const tcomms_core_t tc_core = {
     .dtype_name = tcomms_dtype_name,
     .op_name = tcomms_op_name,
     .coll_info = tcomms_coll_info,
+    /* 7.2: the failure state (comm_state.c) */
+    .comm_fail = tc_comm_state_report,
+    .comm_failed = tc_comm_state_failed,
 };

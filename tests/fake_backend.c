@@ -22,8 +22,9 @@
  * ends where that minor ended. The fields after it are still in this object (this file is compiled against the
  * current header), set so that a core reading past the declared size would be seen to: a priority above every
  * other module's wins the default selection in test_loader. */
-_Static_assert(TCOMMS_BACKEND_ABI_MINOR == 1, "fakeprev describes 7.0, the minor before 7.1: update it with the minor");
-#define FAKE_ABI_MINOR (TCOMMS_BACKEND_ABI_MINOR - 1)
+_Static_assert(TCOMMS_BACKEND_ABI_MINOR == 2, "fakeprev describes 7.0, the minor before 7.1, the last that appended "
+               "to tcomms_backend_t (7.2 appended to tcomms_core_t only): update it with the minor");
+#define FAKE_ABI_MINOR 0u
 #define FAKE_ABI_SIZE offsetof(tcomms_backend_t, priority)
 #define FAKE_PRIORITY 1000
 #elif defined(FAKE_NEWER_MINOR)
