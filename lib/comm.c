@@ -199,6 +199,7 @@ void tc_comm_backend_args(const tcomms_comm_t *comm, int t, const char *prefix, 
         .parent = parent ? parent->slot[t].bcomm : NULL,
         .parent_ranks = parent_ranks,
         .comm_prefix = comm->prefix,
+        .state = comm->state,
     };
     if (args->device.type != (tcomms_device_type_t)t)
         args->device = (tcomms_device_t){(tcomms_device_type_t)t, 0}; /* a CPU slot on a GPU-bound communicator */
@@ -229,6 +230,9 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
             return st;
         }
     }
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++)
+        if (comm->slot[t].bcomm != NULL)
+            tc_comm_state_own(comm->state, t, comm->slot[t].be, comm->slot[t].bcomm);
     char create[TC_KEY_MAX];
     snprintf(create, sizeof(create), "%s/create/", comm->prefix);
     tc_comm_cleanup_keys(comm, create, comm->size);
@@ -402,23 +406,16 @@ tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm)
 {
     if (comm == NULL)
         return TCOMMS_SUCCESS;
-    tcomms_status_t first = tc_comm_check(comm, "tcomms_comm_destroy", "comm");
-    if (first != TCOMMS_SUCCESS)
-        return first;
-    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
-        if (comm->slot[t].bcomm == NULL)
-            continue;
-        tc_log_set_comm(comm->name);
-        tcomms_status_t st = comm->slot[t].be->comm_destroy(comm->slot[t].bcomm);
-        tc_log_set_comm(NULL);
-        if (first == TCOMMS_SUCCESS)
-            first = st;
-    }
-    comm_release(comm);
-    tc_comm_state_unref(comm->state); /* work handles still held keep it */
+    tcomms_status_t st = tc_comm_check(comm, "tcomms_comm_destroy", "comm");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    tc_comm_state_t *state = comm->state;
     comm->state = NULL;
+    comm_release(comm);
     tc_handle_retire(comm, TC_HANDLE_COMM);
-    return first;
+    /* The backends' communicators go with the last reference: here, or with the last work handle still held
+     * (backend.h, "Lifetime"). */
+    return tc_comm_state_unref(state);
 }
 
 /* The core records the abort first, so every call made from now on is refused before any backend sees it; then

@@ -50,7 +50,8 @@ struct tcomms_comm {
     atomic_uint_least64_t calls_checked; /* the call check's sequence number */
     atomic_uint_least64_t ops_posted;    /* operations that passed validation: the trace's sequence number */
     tc_slot_t slot[TCOMMS_DEVICE_TYPE_COUNT];
-    tc_comm_state_t *state; /* broken or aborted, and why; shared with the operations posted on it (comm_state.h) */
+    tc_comm_state_t *state; /* broken or aborted, and why, and the owner of the slots' bcomm: shared with the
+                               operations posted on it, the last of which destroys the backends (comm_state.h) */
 };
 
 /* Create every backend the communicator's slots name (collective over its members), then let the last member out

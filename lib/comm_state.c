@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A communicator's failure state (comm_state.h). Written once, by the first error, and read on every call: the
- * status is atomic so that the healthy path takes no lock; the message is written under the lock before the status
- * becomes visible, so a reader that sees the status sees the message. */
+/* A communicator's record (comm_state.h). The failure is written once, by the first error, and read on every call
+ * (and in backends' progress loops): the status is atomic so that the healthy path takes no lock; the message is
+ * written under the lock before the status becomes visible, so a reader that sees the status sees the message, and
+ * it never changes afterwards, so comm_failed may hand out a pointer to it. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +13,12 @@
 #include "error.h"
 #include "log.h"
 
-struct tc_comm_state {
+struct tcomms_comm_state {
     atomic_int refs;
+    struct {
+        const tcomms_backend_t *be;
+        void *bcomm;
+    } owned[TCOMMS_DEVICE_TYPE_COUNT]; /* destroyed with the last reference */
     _Atomic int failed;  /* 0 while healthy, else the first error's status */
     atomic_int aborted;  /* tcomms_comm_abort was called */
     pthread_mutex_t lock; /* serialises the writers of `failed` and `msg` */
@@ -40,12 +46,44 @@ void tc_comm_state_ref(tc_comm_state_t *s)
     atomic_fetch_add(&s->refs, 1);
 }
 
-void tc_comm_state_unref(tc_comm_state_t *s)
+void tc_comm_state_own(tc_comm_state_t *s, int t, const tcomms_backend_t *be, void *bcomm)
+{
+    s->owned[t].be = be;
+    s->owned[t].bcomm = bcomm;
+}
+
+/* Runs on whichever thread dropped the last reference: tcomms_comm_destroy's, or that of the last
+ * tcomms_work_free, whose caller does not expect a communicator's error, hence the warning. */
+static tcomms_status_t destroy_backends(tc_comm_state_t *s)
+{
+    tcomms_status_t first = TCOMMS_SUCCESS;
+    char msg[1024] = "";
+    for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
+        if (s->owned[t].bcomm == NULL)
+            continue;
+        tc_log_set_comm(s->name);
+        tcomms_status_t st = s->owned[t].be->comm_destroy(s->owned[t].bcomm);
+        tc_log_set_comm(NULL);
+        if (st != TCOMMS_SUCCESS) {
+            tc_log(TCOMMS_LOG_WARN, "core", "communicator '%s': backend '%s' comm_destroy: %s", s->name,
+                   s->owned[t].be->name, tcomms_last_error());
+            if (first == TCOMMS_SUCCESS) {
+                first = st;
+                snprintf(msg, sizeof(msg), "%s", tcomms_last_error());
+            }
+        }
+    }
+    return first == TCOMMS_SUCCESS ? first : tc_error(first, "%s", msg);
+}
+
+tcomms_status_t tc_comm_state_unref(tc_comm_state_t *s)
 {
     if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
-        return;
+        return TCOMMS_SUCCESS;
+    tcomms_status_t st = destroy_backends(s);
     pthread_mutex_destroy(&s->lock);
     free(s);
+    return st;
 }
 
 tcomms_status_t tc_comm_state_check(tc_comm_state_t *s, const char *who)
@@ -69,14 +107,42 @@ static int record(tc_comm_state_t *s, tcomms_status_t st, const char *msg)
     return first;
 }
 
-void tc_comm_state_fail(tc_comm_state_t *s, tcomms_status_t st)
+/* The first failure, "<message> (<status>)", from the core or a backend. */
+static int record_failure(tc_comm_state_t *s, tcomms_status_t st, const char *why)
 {
     if (st >= 0 || atomic_load_explicit(&s->failed, memory_order_relaxed) != 0)
-        return;
+        return 0;
     char msg[768];
-    snprintf(msg, sizeof(msg), "%s (%s)", tcomms_last_error(), tcomms_strerror(st));
-    if (record(s, st, msg))
+    snprintf(msg, sizeof(msg), "%s (%s)", why, tcomms_strerror(st));
+    int first = record(s, st, msg);
+    if (first)
         tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' is broken from now on: %s", s->name, msg);
+    return first;
+}
+
+void tc_comm_state_fail(tc_comm_state_t *s, tcomms_status_t st)
+{
+    record_failure(s, st, tcomms_last_error());
+}
+
+int tc_comm_state_report(tc_comm_state_t *s, tcomms_status_t st, const char *fmt, ...)
+{
+    if (s == NULL || st >= 0 || atomic_load_explicit(&s->failed, memory_order_relaxed) != 0)
+        return 0;
+    char why[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    return record_failure(s, st, why);
+}
+
+tcomms_status_t tc_comm_state_failed(tc_comm_state_t *s, const char **msg)
+{
+    int st = s != NULL ? atomic_load_explicit(&s->failed, memory_order_acquire) : 0;
+    if (msg != NULL)
+        *msg = st != 0 ? s->msg : "";
+    return (tcomms_status_t)st;
 }
 
 int tc_comm_state_abort(tc_comm_state_t *s)

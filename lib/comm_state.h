@@ -1,19 +1,25 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Whether a communicator still works, kept once in the core for every backend: the first error that broke it (an
- * operation's failure or tcomms_comm_abort) and its message. Shared, by reference count, by the communicator and
- * every operation posted on it, so a work handle that outlives its communicator still has somewhere to report. */
+/* A communicator's record in the core, shared by reference count by the public communicator and every operation
+ * posted on it: whether it still works (the first error that broke it, an operation's failure, a backend's report
+ * or tcomms_comm_abort, and its message), and its backend communicators, which the last reference destroys. So a
+ * work handle that outlives its public communicator still has somewhere to report, and its backend communicator
+ * is still there for it (include/tcomms/backend.h, "Lifetime"). */
 #ifndef TC_COMM_STATE_H
 #define TC_COMM_STATE_H
 
-#include <tcomms/tcomms.h>
+#include <tcomms/backend.h>
 
-typedef struct tc_comm_state tc_comm_state_t;
+typedef tcomms_comm_state_t tc_comm_state_t;
 
 /* A healthy state for communicator `name` with one reference (the communicator's). */
 tcomms_status_t tc_comm_state_new(const char *name, int rank, int size, tc_comm_state_t **out);
 void tc_comm_state_ref(tc_comm_state_t *s);
-/* Drop a reference; the last one frees the state. NULL is a no-op. */
-void tc_comm_state_unref(tc_comm_state_t *s);
+/* Hand the backend communicator of slot `t` to the record: the last reference destroys it. */
+void tc_comm_state_own(tc_comm_state_t *s, int t, const tcomms_backend_t *be, void *bcomm);
+/* Drop a reference; the last one destroys the backend communicators the record owns (comm_destroy, slot by slot)
+ * and frees the state, returning the first backend error (SUCCESS otherwise, and for every other reference).
+ * NULL is a no-op. */
+tcomms_status_t tc_comm_state_unref(tc_comm_state_t *s);
 
 /* SUCCESS while healthy; else TCOMMS_ERR_ABORTED, "<who>: communicator '<name>' is unusable: <first error>". */
 tcomms_status_t tc_comm_state_check(tc_comm_state_t *s, const char *who);
@@ -21,6 +27,13 @@ tcomms_status_t tc_comm_state_check(tc_comm_state_t *s, const char *who);
 void tc_comm_state_fail(tc_comm_state_t *s, tcomms_status_t st);
 /* Mark the state aborted by tcomms_comm_abort (the first error still wins); returns 1 the first time. */
 int tc_comm_state_abort(tc_comm_state_t *s);
+/* tcomms_core_t.comm_fail and comm_failed (backend.h). */
+int tc_comm_state_report(tc_comm_state_t *s, tcomms_status_t st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+tcomms_status_t tc_comm_state_failed(tc_comm_state_t *s, const char **msg);
 
 /* Does a backend's error from post() mean the communicator is broken? Bad arguments, a missing feature or a
  * shortage of memory leave it as it was; a failed peer, transport, device or an abort do not. */

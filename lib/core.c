@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "comm_state.h"
 #include "dtype.h"
 #include "env.h"
 #include "error.h"
@@ -70,4 +71,7 @@ const tcomms_core_t tc_core = {
     .setting_resolve = tc_setting_resolve,
     .env_int = tc_env_int,
     .env_bool = tc_env_bool,
+    /* 7.2: the failure state (comm_state.c) */
+    .comm_fail = tc_comm_state_report,
+    .comm_failed = tc_comm_state_failed,
 };

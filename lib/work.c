@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Work handles: a backend's in-flight operation plus the timeout it was posted with and a reference to its
- * communicator's state, so a handle may outlive its communicator; the final status is kept so repeated wait/test
- * calls answer the same, and a final error breaks the communicator. Where the core finishes an operation itself
+ * communicator's record (comm_state.h), so a handle may outlive its public communicator: the record keeps the
+ * backend's communicator until the last handle is freed. The final status is kept so repeated wait/test calls
+ * answer the same, and a final error breaks the communicator. Where the core finishes an operation itself
  * (integer AVG), it does so on the first call that sees it complete, and before the handle goes. */
 #include <stdio.h>
 #include <stdlib.h>

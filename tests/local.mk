@@ -78,7 +78,7 @@ tests_test_loader_CPPFLAGS = $(unit_cppflags)
 tests_test_loader_LDADD = $(unit_ldadd)
 
 # The same fake module built eight ways for the loader tests; -rpath makes libtool build real shared objects.
-# fakeabi has the major after ours, fakeprev the previous minor's table, fakenewer the minor after ours, fakenopost
+# fakeabi has the major after ours, fakeprev an older minor's table (7.0), fakenewer the minor after ours, fakenopost
 # no post entry; foo is a module of its own hint namespace that outranks every module of the tree by priority.
 fake_ldflags = -module -avoid-version -shared -rpath /nowhere
 check_LTLIBRARIES += tests/tcomms_fakeok.la tests/tcomms_fakeabi.la tests/tcomms_fakedecline.la \

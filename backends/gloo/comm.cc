@@ -354,6 +354,7 @@ tcomms_status_t comm_create(const tcomms_backend_comm_args_t *args, void **bcomm
         c->rank = args->rank;
         c->size = args->size;
         c->timeout_ms = args->timeout_ms;
+        c->state = args->state;
         c->send_seq.assign(static_cast<size_t>(args->size), 0);
         c->recv_seq.assign(static_cast<size_t>(args->size), 0);
         if (args->parent)

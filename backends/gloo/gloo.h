@@ -124,20 +124,21 @@ struct Comm {
     std::vector<uint64_t> send_seq;  /* per peer: messages sent / received so far */
     std::vector<uint64_t> recv_seq;
 
+    tcomms_comm_state_t *state = nullptr; /* the core's failure state: gloo pairs are unusable after any failure */
+
     std::mutex mu;                   /* guards the fields below */
     std::condition_variable cv;
     std::deque<std::shared_ptr<Work>> queue;
     bool stopping = false;
-    bool broken = false;             /* gloo pairs are unusable after any failure */
     bool aborted = false;            /* tcomms_comm_abort: what fails from now on fails as TCOMMS_ERR_ABORTED */
-    std::string broken_msg;
     std::thread worker;
 };
 
-/* One posted operation. Arrays of v-variants are copied so the caller's may go away after post(). */
+/* One posted operation. Arrays of v-variants are copied so the caller's may go away after post(). `comm` outlives
+ * it: the core destroys a communicator only after its last handle, and comm_destroy drains the queue. */
 struct Work {
     const tcomms_core_t *core = nullptr;
-    std::string comm_name;
+    const Comm *comm = nullptr;
     tcomms_coll_args_t args{};
     std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
     uint32_t tag = 0;
@@ -150,7 +151,8 @@ struct Work {
     std::string message;
 };
 
-/* The handle given to the core; freeing it drops one reference, so a running operation completes detached. */
+/* The handle given to the core; freeing it drops one reference, so an operation freed while queued or running
+ * still completes on the worker, which holds the other. */
 struct WorkHandle {
     std::shared_ptr<Work> work;
 };

@@ -24,13 +24,11 @@ void execute(Comm &c, Work &w)
     const char *op = coll_name(w.args.type);
     tcomms_status_t status = TCOMMS_SUCCESS;
     std::string message;
-    {
-        std::lock_guard<std::mutex> lock(c.mu);
-        if (c.broken) {
-            status = TCOMMS_ERR_ABORTED;
-            message = strf("gloo %s on '%s': communicator is unusable after an earlier error: %s", op,
-                           c.name.c_str(), c.broken_msg.c_str());
-        }
+    const char *why = nullptr;
+    if (c.core->comm_failed(c.state, &why) != TCOMMS_SUCCESS) {
+        status = TCOMMS_ERR_ABORTED;
+        message = strf("gloo %s on '%s': communicator is unusable after an earlier error: %s", op, c.name.c_str(),
+                       why);
     }
     if (status == TCOMMS_SUCCESS) {
         try {
@@ -48,13 +46,10 @@ void execute(Comm &c, Work &w)
                 message = strf("gloo %s on '%s' (rank %d of %d): aborted by tcomms_comm_abort (gloo: %s)", op,
                                c.name.c_str(), c.rank, c.size, f.message.c_str());
             }
-            if (!c.broken) {
-                c.broken = true;
-                c.broken_msg = message;
-            }
+            c.core->comm_fail(c.state, status, "%s", message.c_str());
         }
     }
-    /* A finished transfer must not keep the gloo context (and its sockets) alive through a user's handle. */
+    /* The transfer is over: its buffer goes now rather than with the handle. */
     w.p2p.reset();
     if (status != TCOMMS_SUCCESS)
         c.core->log(TCOMMS_LOG_DEBUG, "gloo", "%s", message.c_str());
@@ -94,14 +89,15 @@ tcomms_status_t report(Work &w)
     return w.core->error(w.status, "%s", w.message.c_str());
 }
 
-/* Refuse early, before anything is queued or issued, a post on a communicator this shim saw break. (A send or
- * receive to this rank itself, which Gloo could not connect, never arrives: the core refuses it.) */
+/* Refuse early, before anything is queued or issued, a post on a communicator that broke since the core checked
+ * (a queued operation failed meanwhile). (A send or receive to this rank itself, which Gloo could not connect,
+ * never arrives: the core refuses it.) */
 tcomms_status_t refuse(Comm &c, const tcomms_coll_args_t &a)
 {
-    std::lock_guard<std::mutex> lock(c.mu);
-    if (c.broken)
+    const char *why = nullptr;
+    if (c.core->comm_failed(c.state, &why) != TCOMMS_SUCCESS)
         return c.core->error(TCOMMS_ERR_ABORTED, "gloo %s on '%s': communicator is unusable after an earlier "
-                             "error: %s", coll_name(a.type), c.name.c_str(), c.broken_msg.c_str());
+                             "error: %s", coll_name(a.type), c.name.c_str(), why);
     return TCOMMS_SUCCESS;
 }
 
@@ -134,7 +130,7 @@ tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *args, void **bwork)
             return st;
         auto w = std::make_shared<Work>();
         w->core = c.core;
-        w->comm_name = c.name;
+        w->comm = &c;
         w->args = *args;
         if (args->type == TCOMMS_COLL_ALL_GATHER_V || args->type == TCOMMS_COLL_REDUCE_SCATTER_V ||
             args->type == TCOMMS_COLL_ALL_TO_ALL_V) {
@@ -152,11 +148,7 @@ tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *args, void **bwork)
                 Failure f = current_failure();
                 std::string msg = strf("gloo %s on '%s' (rank %d of %d): %s", coll_name(args->type),
                                        c.name.c_str(), c.rank, c.size, f.message.c_str());
-                std::lock_guard<std::mutex> lock(c.mu);
-                if (!c.broken) {
-                    c.broken = true;
-                    c.broken_msg = msg;
-                }
+                c.core->comm_fail(c.state, f.status, "%s", msg.c_str());
                 return c.core->error(f.status, "%s", msg.c_str());
             }
         } else {
@@ -181,13 +173,9 @@ tcomms_status_t comm_abort(void *bcomm)
     Comm &c = *static_cast<Comm *>(bcomm);
     NoSigpipe no_sigpipe;
     return guard(c.core, "comm_abort", [&]() -> tcomms_status_t {
-        {
+        { /* the core recorded the abort before calling this: queued operations fail on it */
             std::lock_guard<std::mutex> lock(c.mu);
             c.aborted = true;
-            if (!c.broken) {
-                c.broken = true;
-                c.broken_msg = "tcomms_comm_abort was called";
-            }
         }
         shutdown_pairs(c);
         return TCOMMS_SUCCESS;
@@ -211,7 +199,7 @@ tcomms_status_t work_wait(void *bwork, uint32_t timeout_ms)
         std::unique_lock<std::mutex> lock(w.mu);
         if (!w.cv.wait_for(lock, std::chrono::milliseconds(ms), [&w] { return w.done; }))
             return w.core->error(TCOMMS_ERR_TIMEOUT, "gloo %s on '%s' still running after a %u ms wait",
-                                 coll_name(w.args.type), w.comm_name.c_str(), ms);
+                                 coll_name(w.args.type), w.comm->name.c_str(), ms);
         return report(w);
     });
 }

@@ -10,8 +10,10 @@
 
 tcomms_status_t tcn_comm_aborted(tcn_comm_t *c, const char *what)
 {
+    const char *why = "";
+    tcn_core->comm_failed(c->state, &why);
     return tcn_core->error(TCOMMS_ERR_ABORTED, "nccl %s on '%s': the communicator was aborted after an earlier "
-                           "failure: %s", what, c->name, c->fail_msg[0] ? c->fail_msg : "(no detail)");
+                           "failure: %s", what, c->name, why[0] ? why : "(no detail)");
 }
 
 static tcomms_status_t comm_new(const tcomms_backend_comm_args_t *args, int device, tcn_comm_t **out)
@@ -31,6 +33,7 @@ static tcomms_status_t comm_new(const tcomms_backend_comm_args_t *args, int devi
     c->size = args->size;
     c->device = device;
     c->timeout_ms = args->timeout_ms;
+    c->state = args->state;
     c->pending.next = c->pending.prev = &c->pending;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->plock, NULL);
@@ -238,7 +241,7 @@ static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_bac
 #if TCN_HAS_SPLIT
     uint64_t deadline = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     pthread_mutex_lock(&p->lock);
-    if (p->nccl == NULL || atomic_load(&p->failed)) {
+    if (p->nccl == NULL || tcn_comm_broken(p)) {
         pthread_mutex_unlock(&p->lock);
         return tcn_comm_aborted(p, "split");
     }
@@ -336,7 +339,7 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
             return e != cudaSuccess ? tcn_cuda_error(e, "cudaGetDeviceCount", args->name)
                                     : tcn_core->error(TCOMMS_ERR_BACKEND_UNAVAILABLE, "nccl: no CUDA device");
         device = (device < 0 ? args->local_rank : device) % ndev;
-    } else if (atomic_load(&p->failed)) {
+    } else if (tcn_comm_broken(p)) {
         split_vote(p, args, 0);
         return tcn_comm_aborted(p, "split");
     }
@@ -392,7 +395,7 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
     int prev = tcn_device_enter(p);
     uint64_t deadline = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     pthread_mutex_lock(&p->lock);
-    if (p->nccl == NULL || atomic_load(&p->failed)) {
+    if (p->nccl == NULL || tcn_comm_broken(p)) {
         pthread_mutex_unlock(&p->lock);
         tcn_device_leave(prev);
         return tcn_comm_aborted(p, "split");

@@ -73,7 +73,7 @@ static tcomms_status_t reg_call(tcn_comm_t *c, int kind, void *buf, size_t bytes
 {
     ncclResult_t res = ncclSuccess;
     const char *call = "";
-    if (c->nccl == NULL || atomic_load(&c->failed))
+    if (c->nccl == NULL || tcn_comm_broken(c))
         return tcn_comm_aborted(c, "mem_register");
 #if TCN_HAS_WINDOW
     if (kind == REG_WINDOW) {

@@ -347,7 +347,7 @@ const char *tcn_algorithm(void *bcomm, const tcomms_coll_args_t *a)
 tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
 {
     tcn_comm_t *c = bcomm;
-    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+    if (tcn_comm_broken(c)) /* since the core checked: a failure seen by the watchdog meanwhile */
         return tcn_comm_aborted(c, tcn_coll_name(a->type));
     int prev = tcn_device_enter(c);
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -381,7 +381,7 @@ tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
         }
     }
     pthread_mutex_lock(&c->lock);
-    if (c->nccl == NULL || atomic_load(&c->failed))
+    if (c->nccl == NULL || tcn_comm_broken(c))
         st = tcn_comm_aborted(c, tcn_coll_name(a->type));
     else if (small)
         st = tcn_small_launch(c, a, op->run, op->done);

@@ -272,7 +272,7 @@ void tcn_small_abort(tcn_comm_t *c)
 void tcn_small_free(tcn_comm_t *c)
 {
     tcn_small_t *s = &c->small;
-    if (s->mine && s->last_done && atomic_load(&c->failed)) {
+    if (s->mine && s->last_done && atomic_load(&c->ended)) {
         /* an aborted call's kernel may still be leaving (it reads the abort flag now and then) */
         uint64_t until = tc_now_ns() + 1000000000ull;
         for (unsigned round = 0; cudaEventQuery(s->last_done) == cudaErrorNotReady; round++) {

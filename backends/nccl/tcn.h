@@ -74,7 +74,7 @@ enum {
 typedef struct tcn_op {
     struct tcn_op *next, *prev; /* the communicator's pending list, or its pool (next only) */
     struct tcn_op *gnext;       /* this thread's open group, until group end */
-    tcn_comm_t *comm;           /* kept alive by the communicator's count of handed-out operations */
+    tcn_comm_t *comm;           /* outlives the operation: the core destroys it only after its last handle */
     cudaEvent_t start, done;    /* start: the caller's stream reached the post; done: the operation finished */
     cudaStream_t caller, run;   /* the caller's stream, and the stream the operation ran on */
     void *scratch;              /* stream-ordered scratch (cudaMallocAsync), freed after the launch */
@@ -105,7 +105,8 @@ int tcn_op_settle(tcn_op_t *op, tcomms_status_t st, const char *fmt, ...)
 /* Retire completed operations from the pending list (c->plock held) with at most about `max` rounds of event
  * queries. Returns how many were retired. */
 int tcn_reap(tcn_comm_t *c, int max);
-/* Operations still handed out when the communicator was destroyed keep it alive; the last one frees it. */
+/* Free the pool's operations and the communicator itself (at destroy, once the pending list is empty, so that
+ * every operation is back in the pool: the core destroys a communicator only after its last handle is freed). */
 void tcn_pool_drain(tcn_comm_t *c);
 
 tcomms_status_t tcn_work_test(void *bwork);
@@ -147,16 +148,14 @@ struct tcn_comm {
     int cc_major;               /* compute capability, for the defaults comm_hint reports */
     uint32_t timeout_ms;
     pthread_mutex_t lock;       /* every NCCL call on `nccl`, and its abort */
-    pthread_mutex_t plock;      /* the pending list, the pool, `out`, `dead` */
+    pthread_mutex_t plock;      /* the pending list and the pool */
     tcn_op_t pending;           /* sentinel of the operations the watchdog follows, oldest first */
     size_t npending;
     tcn_op_t *pool;
-    size_t out;                 /* operations handed out and not back in the pool */
-    int dead;                   /* destroyed: the last operation handed back frees the struct */
-    _Atomic int failed;         /* 0, or the status pending operations got when the communicator failed */
+    tcomms_comm_state_t *state; /* the core's failure state, which tcn_comm_fail reports to (tcn_comm_broken) */
+    _Atomic int ended;          /* tcn_comm_fail ran: pending operations settled, ncclCommAbort called or given up */
     struct tcn_ender *ender;    /* the thread ending its NCCL communicator (end.c), or NULL */
     long end_wait_ms;           /* how long destroy still waits for that end before leaving device memory */
-    char fail_msg[256];
     tcn_comm_t *wnext, *wprev;  /* the watchdog's registry */
     tcn_scratch_t scratch[2];   /* in-place all_to_all scratch (scratch.c): plain, and registered */
     cudaEvent_t scratch_ev;     /* recorded after each use of a scratch */
@@ -173,6 +172,12 @@ tcomms_status_t tcn_comm_destroy(void *bcomm);
 tcomms_status_t tcn_comm_setting(void *bcomm, const char *key, tcomms_setting_t *out);
 /* TCOMMS_ERR_ABORTED naming the failure that aborted `c`, for calls made after it. */
 tcomms_status_t tcn_comm_aborted(tcn_comm_t *c, const char *what);
+/* Has `c` failed? The core's state says, for every cause: tcn_comm_fail reports there before it aborts, and the
+ * core records an abort, another slot's failure or an operation's final error there itself. */
+static inline int tcn_comm_broken(const tcn_comm_t *c)
+{
+    return tcn_core->comm_failed(c->state, NULL) != TCOMMS_SUCCESS;
+}
 
 /* ---- operations on a communicator (ops.c), groups (group.c), memory (mem.c) ---------------------------------- */
 
@@ -225,9 +230,10 @@ void tcn_watch_remove(tcn_comm_t *c);
  * `wait_ms`; 0 when it is stuck (c's device memory must then stay allocated). */
 int tcn_end_nccl(tcn_comm_t *c, int destroy, long wait_ms);
 int tcn_end_done(tcn_comm_t *c, long wait_ms);
-/* Fail `c` once: mark its pending operations (`culprit`, if still the use numbered `culprit_gen`, gets
- * TCOMMS_ERR_TIMEOUT, the others `st`), abort the NCCL communicator (waiting for that up to a bound), and make
- * every later call TCOMMS_ERR_ABORTED. Any thread; never with c->lock held. */
+/* Fail `c` once: report the failure to the core (whose message users see on every later call), mark its pending
+ * operations (`culprit`, if still the use numbered `culprit_gen`, gets TCOMMS_ERR_TIMEOUT, the others `st`, or
+ * TCOMMS_ERR_ABORTED for a timeout), abort the NCCL communicator (waiting for that up to a bound). Any thread;
+ * never with c->lock held. */
 void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_t culprit_gen, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 5, 6)))

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The watchdog: one thread for every NCCL communicator of the process. Every TCOMMS_NCCL_WATCHDOG_MS (default 100)
  * it retires completed operations, checks ncclCommGetAsyncError and the deadline of each pending operation; on an
- * error or a missed deadline it fails the communicator: pending operations get an error, the NCCL communicator is
- * aborted (ncclCommAbort), and every later call returns TCOMMS_ERR_ABORTED. The process is never killed. */
+ * error or a missed deadline it fails the communicator: the failure is reported to the core (which answers every
+ * later call with TCOMMS_ERR_ABORTED naming it), pending operations get an error, the NCCL communicator is aborted
+ * (ncclCommAbort). A failure the core recorded itself (an operation's error, another backend's slot) ends the
+ * NCCL communicator the same way at the next round. The process is never killed. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,20 +48,21 @@ static void mark_pending(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, u
 
 void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_t culprit_gen, const char *fmt, ...)
 {
-    char why[sizeof(c->fail_msg)];
+    char why[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
     int locked = lock_for_abort(&c->lock);
-    if (atomic_load(&c->failed)) { /* failed already, by another thread */
+    if (atomic_load(&c->ended)) { /* ended already, by another thread */
         if (locked)
             pthread_mutex_unlock(&c->lock);
         return;
     }
     int prev = tcn_device_enter(c);
-    snprintf(c->fail_msg, sizeof(c->fail_msg), "%s", why);
-    atomic_store(&c->failed, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st);
+    /* The core's record first, so a call that finds the NCCL communicator gone finds the reason there. */
+    tcn_core->comm_fail(c->state, st, "nccl '%s' rank %d: %s", c->name, c->rank, why);
+    atomic_store(&c->ended, 1);
     tcn_core->log(TCOMMS_LOG_ERROR, "nccl", "'%s' rank %d: %s; aborting the communicator (ncclCommAbort)", c->name,
                   c->rank, why);
     mark_pending(c, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st, culprit, culprit_gen, why);
@@ -95,7 +98,7 @@ void tcn_fail_launch(tcn_comm_t *c, tcomms_status_t st, const char *what)
 
 tcomms_status_t tcn_check_async(tcn_comm_t *c)
 {
-    if (atomic_load(&c->failed) || pthread_mutex_trylock(&c->lock) != 0)
+    if (atomic_load(&c->ended) || pthread_mutex_trylock(&c->lock) != 0)
         return TCOMMS_SUCCESS; /* failed already, or busy posting: the next round looks again */
     ncclResult_t async = ncclSuccess;
     if (c->nccl)
@@ -148,9 +151,16 @@ static void *watchdog_main(void *arg)
         if (stopping)
             break;
         uint64_t now = tc_now_ns();
-        for (tcn_comm_t *c = reg_head; c; c = c->wnext)
-            if (!atomic_load(&c->failed))
+        for (tcn_comm_t *c = reg_head; c; c = c->wnext) {
+            const char *why = "";
+            tcomms_status_t broken = tcn_core->comm_failed(c->state, &why);
+            if (atomic_load(&c->ended))
+                continue;
+            if (broken != TCOMMS_SUCCESS) /* the core recorded it: end what NCCL still runs for it */
+                tcn_comm_fail(c, broken == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : broken, NULL, 0, "%s", why);
+            else
                 check_comm(c, now);
+        }
     }
     pthread_mutex_unlock(&reg_lock);
     return NULL;

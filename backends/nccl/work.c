@@ -47,10 +47,8 @@ tcomms_status_t tcn_op_get(tcn_comm_t *c, int may_reap, tcn_op_t **out)
         c->pool = op->next;
     else
         st = op_new(c, &op);
-    if (st == TCOMMS_SUCCESS) {
-        c->out++;
+    if (st == TCOMMS_SUCCESS)
         op->gen++;
-    }
     pthread_mutex_unlock(&c->plock);
     if (st != TCOMMS_SUCCESS)
         return st;
@@ -67,27 +65,13 @@ tcomms_status_t tcn_op_get(tcn_comm_t *c, int may_reap, tcn_op_t **out)
     return TCOMMS_SUCCESS;
 }
 
-/* Back to the pool once neither the caller nor the watchdog holds it (c->plock held). Returns 1 when the
- * communicator was destroyed and this was its last operation: the caller frees it after unlocking. */
-static int op_release(tcn_comm_t *c, tcn_op_t *op)
+/* Back to the pool once neither the caller nor the watchdog holds it (c->plock held). */
+static void op_release(tcn_comm_t *c, tcn_op_t *op)
 {
     if (op->held || op->watched || op->grouped)
-        return 0;
-    c->out--;
-    if (c->dead) {
-        op_destroy(op);
-        return c->out == 0;
-    }
+        return;
     op->next = c->pool;
     c->pool = op;
-    return 0;
-}
-
-static void comm_free(tcn_comm_t *c)
-{
-    pthread_mutex_destroy(&c->lock);
-    pthread_mutex_destroy(&c->plock);
-    free(c);
 }
 
 int tcn_op_settle(tcn_op_t *op, tcomms_status_t st, const char *fmt, ...)
@@ -131,13 +115,13 @@ void tcn_op_finish(tcn_op_t *op, tcomms_status_t launch, const char *why)
         else
             op->flags |= TCN_OP_RECORDED;
     }
-    int captured = (op->flags & TCN_OP_CAPTURED) != 0, last = 0;
+    int captured = (op->flags & TCN_OP_CAPTURED) != 0;
     if (!captured)
         op->deadline_ns = tc_now_ns() + (uint64_t)op->timeout_ms * 1000000ull;
     pthread_mutex_lock(&c->plock);
     op->grouped = 0;
     if (captured) { /* runs at replay: the watchdog has nothing to follow */
-        last = op_release(c, op);
+        op_release(c, op);
     } else {
         op->watched = 1;
         op->next = &c->pending;
@@ -147,8 +131,6 @@ void tcn_op_finish(tcn_op_t *op, tcomms_status_t launch, const char *why)
         c->npending++;
     }
     pthread_mutex_unlock(&c->plock);
-    if (last)
-        comm_free(c);
 }
 
 /* Is `op` over? Its status when final; else its event, settling it when complete. */
@@ -174,7 +156,7 @@ static void retire(tcn_comm_t *c, tcn_op_t *op)
     op->next->prev = op->prev;
     c->npending--;
     op->watched = 0;
-    op_release(c, op); /* the communicator is alive here: never its last */
+    op_release(c, op);
 }
 
 /* A stream runs its work in order, so when one operation has finished every earlier one on its stream has. Up to
@@ -231,11 +213,10 @@ void tcn_pool_drain(tcn_comm_t *c)
         c->pool = op->next;
         op_destroy(op);
     }
-    c->dead = 1;
-    int last = c->out == 0;
     pthread_mutex_unlock(&c->plock);
-    if (last)
-        comm_free(c);
+    pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->plock);
+    free(c);
 }
 
 static tcomms_status_t report(tcn_op_t *op, tcomms_status_t st)
@@ -298,7 +279,7 @@ tcomms_status_t tcn_work_synchronize(void *bwork, uint32_t timeout_ms)
             return report(op, st);
         }
         uint64_t now = tc_now_ns();
-        if (now >= op->deadline_ns && !atomic_load(&op->comm->failed)) {
+        if (now >= op->deadline_ns && !atomic_load(&op->comm->ended)) {
             /* Judge the deadline now rather than at the watchdog's next round: a peer aborting at its own
              * deadline can let this kernel run to an end with partial data, which must not read as success. */
             tcn_comm_fail(op->comm, TCOMMS_ERR_TIMEOUT, op, op->gen, "%s did not complete within its timeout of %u ms",
@@ -325,8 +306,6 @@ void tcn_work_free(void *bwork)
     tcn_comm_t *c = op->comm;
     pthread_mutex_lock(&c->plock);
     op->held = 0;
-    int last = op_release(c, op);
+    op_release(c, op);
     pthread_mutex_unlock(&c->plock);
-    if (last)
-        comm_free(c);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* UCX communicators: creation (a root exchanges worker addresses through the store; a split reuses its parent's
  * endpoints), the agreement on a communicator id that no member uses already, the creation barrier, and
- * destruction (wait for running operations, detach handles the caller still holds, drop the context reference). */
+ * destruction (wait for running operations, drop the context reference). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,11 +36,6 @@ static void free_comm(tcu_comm_t *c)
     free(c);
 }
 
-static int task_final(void *arg)
-{
-    return ((tcu_task_t *)arg)->status != TCOMMS_IN_PROGRESS;
-}
-
 /* Run one creation-time operation to completion (lock held); `algo` NULL: the selected one. */
 static tcomms_status_t run_now(tcu_comm_t *c, const tcomms_coll_args_t *a, const tcu_algo_t *algo, int kind,
                                uint32_t seq)
@@ -51,7 +46,7 @@ static tcomms_status_t run_now(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     tcomms_status_t st = tcu_task_start(c, a, algo, kind, seq, &t);
     if (st != TCOMMS_SUCCESS)
         return st;
-    tcu_drive(c->ctx, task_final, t, UINT64_MAX); /* bounded by the task's own deadline */
+    tcu_drive(c->ctx, tcu_task_final, t, UINT64_MAX); /* bounded by the task's own deadline */
     st = tcu_task_report(t);
     tcu_task_release(t);
     return st;
@@ -185,6 +180,7 @@ tcomms_status_t tcu_comm_create(const tcomms_backend_comm_args_t *args, void **b
     c->rank = args->rank;
     c->size = args->size;
     c->timeout_ms = args->timeout_ms;
+    c->state = args->state;
     c->live.cnext = c->live.cprev = &c->live;
     c->eps = calloc((size_t)c->size, sizeof(*c->eps));
     c->send_seq = calloc((size_t)c->size, sizeof(*c->send_seq));
@@ -228,13 +224,9 @@ tcomms_status_t tcu_comm_destroy(void *bcomm)
     tcu_comm_t *c = bcomm;
     tcu_ctx_t *x = c->ctx;
     pthread_mutex_lock(&x->lock);
-    tcu_drive(x, comm_idle, c, UINT64_MAX); /* each running operation ends by its deadline at the latest */
-    /* What remains are completed operations whose handles the caller still holds: they outlive us, detached. */
-    for (tcu_task_t *t = c->live.cnext, *next; t != &c->live; t = next) {
-        next = t->cnext;
-        t->comm = NULL;
-        t->cnext = t->cprev = NULL;
-    }
+    /* The core calls this only once every handle is freed, so what runs still are operations freed while running
+     * (each ends by its deadline at the latest); once they have, every task is back on the free list. */
+    tcu_drive(x, comm_idle, c, UINT64_MAX);
     pthread_mutex_unlock(&x->lock);
     free_comm(c);
     release_ctx(x);

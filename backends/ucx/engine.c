@@ -536,9 +536,11 @@ tcomms_status_t tcu_task_report(tcu_task_t *t)
 
 void tcu_comm_break(tcu_comm_t *c, tcomms_status_t status, const char *msg)
 {
-    if (c->broken != TCOMMS_SUCCESS)
-        return;
-    c->broken = status;
-    snprintf(c->broken_msg, sizeof(c->broken_msg), "%s", msg);
-    c->ctx->events = 1; /* the sweep fails the communicator's other running tasks */
+    if (c->core->comm_fail(c->state, status, "%s", msg))
+        c->ctx->events = 1; /* the sweep fails the communicator's other running tasks */
+}
+
+int tcu_task_final(void *arg)
+{
+    return ((tcu_task_t *)arg)->status != TCOMMS_IN_PROGRESS;
 }

@@ -44,7 +44,7 @@ struct tcu_task {
     size_t state[4];        /* free for the algorithm; zero at round 0 */
 
     /* ---- engine only ---- */
-    struct tcu_comm *comm;  /* NULL once the communicator is gone (a completed, detached handle) */
+    struct tcu_comm *comm;  /* alive while the task is: the core destroys a communicator after its last handle */
     const tcomms_core_t *core;
     const tcu_algo_t *algo;
     uint64_t tag_base;      /* kind, communicator id, this operation's sequence number and shape */

@@ -66,10 +66,10 @@ static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwo
      * the oldest, whose deadline bounds the wait. */
     if (a->type != TCOMMS_COLL_SEND && a->type != TCOMMS_COLL_RECV && c->in_flight >= TCU_MAX_IN_FLIGHT)
         tcu_drive(x, room_in_flight, c, UINT64_MAX);
-    if (c->broken != TCOMMS_SUCCESS) {
+    const char *why;
+    if (tcu_comm_failed(c, &why) != TCOMMS_SUCCESS) { /* broke while this post waited for room */
         tcomms_status_t st = c->core->error(TCOMMS_ERR_ABORTED, "ucx %s on '%s': the communicator is unusable "
-                                            "after an earlier error: %s", tcu_coll_name(a->type), c->name,
-                                            c->broken_msg);
+                                            "after an earlier error: %s", tcu_coll_name(a->type), c->name, why);
         pthread_mutex_unlock(&x->lock);
         return st;
     }
@@ -89,16 +89,9 @@ static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwo
     return st;
 }
 
-static int task_final(void *arg)
-{
-    return ((tcu_task_t *)arg)->status != TCOMMS_IN_PROGRESS;
-}
-
 static tcomms_status_t work_test(void *bwork)
 {
     tcu_task_t *t = bwork;
-    if (t->comm == NULL) /* detached: final */
-        return tcu_task_report(t);
     tcu_ctx_t *x = t->comm->ctx;
     pthread_mutex_lock(&x->lock);
     if (t->status == TCOMMS_IN_PROGRESS) {
@@ -118,11 +111,9 @@ static tcomms_status_t work_test(void *bwork)
 static tcomms_status_t work_wait(void *bwork, uint32_t timeout_ms)
 {
     tcu_task_t *t = bwork;
-    if (t->comm == NULL)
-        return tcu_task_report(t);
     tcu_ctx_t *x = t->comm->ctx;
     pthread_mutex_lock(&x->lock);
-    int done = tcu_drive(x, task_final, t, tc_now_ns() + (uint64_t)timeout_ms * 1000000ull);
+    int done = tcu_drive(x, tcu_task_final, t, tc_now_ns() + (uint64_t)timeout_ms * 1000000ull);
     pthread_mutex_unlock(&x->lock);
     if (!done)
         return t->core->error(TCOMMS_ERR_TIMEOUT, "ucx %s: still running after a %u ms wait (the operation's "
@@ -133,10 +124,6 @@ static tcomms_status_t work_wait(void *bwork, uint32_t timeout_ms)
 static void work_free(void *bwork)
 {
     tcu_task_t *t = bwork;
-    if (t->comm == NULL) {
-        tcu_task_destroy(t);
-        return;
-    }
     tcu_ctx_t *x = t->comm->ctx;
     pthread_mutex_lock(&x->lock);
     tcu_task_release(t);
@@ -151,8 +138,7 @@ static tcomms_status_t comm_abort(void *bcomm)
 {
     tcu_comm_t *c = bcomm;
     tcu_ctx_t *x = c->ctx;
-    pthread_mutex_lock(&x->lock);
-    tcu_comm_break(c, TCOMMS_ERR_ABORTED, "tcomms_comm_abort was called");
+    pthread_mutex_lock(&x->lock); /* the core recorded the abort before calling this */
     for (tcu_task_t *t = c->live.cnext, *next; t != &c->live; t = next) {
         next = t->cnext; /* failing a task the caller no longer holds recycles it */
         if (t->status == TCOMMS_IN_PROGRESS)

@@ -50,8 +50,10 @@ void tcu_sweep(tcu_ctx_t *c)
     /* A step may finish or fail only its own task, so `next` stays valid. */
     for (tcu_task_t *t = c->active.anext, *next; t != &c->active; t = next) {
         next = t->anext;
-        if (t->comm->broken != TCOMMS_SUCCESS)
-            tcu_task_fail(t, t->comm->broken, "aborted: %s", t->comm->broken_msg);
+        const char *why;
+        tcomms_status_t broken = tcu_comm_failed(t->comm, &why);
+        if (broken != TCOMMS_SUCCESS)
+            tcu_task_fail(t, broken, "aborted: %s", why);
         else if (t->ready) {
             t->ready = 0;
             tcu_task_advance(t);
@@ -64,6 +66,12 @@ void tcu_check_deadlines(tcu_ctx_t *c, uint64_t now)
     uint64_t next_check = now + TCU_CHECK_EVERY_NS;
     for (tcu_task_t *t = c->active.anext, *next; t != &c->active; t = next) {
         next = t->anext;
+        const char *why;
+        tcomms_status_t broken = tcu_comm_failed(t->comm, &why);
+        if (broken != TCOMMS_SUCCESS) { /* recorded by the core without an event here (another backend's slot) */
+            tcu_task_fail(t, broken, "aborted: %s", why);
+            continue;
+        }
         if (tcu_task_check_shape(t))
             continue;
         if (now >= t->deadline_ns)

@@ -123,8 +123,7 @@ struct tcu_comm {
     int in_flight;                           /* collectives posted and not yet final (TCU_MAX_IN_FLIGHT) */
     uint32_t *send_seq, *recv_seq;           /* per peer: point-to-point messages so far */
     const tcu_algo_t *forced[TCU_COLL_TYPES]; /* TCOMMS_UCX_<COLL>_ALGO, NULL for auto */
-    tcomms_status_t broken;                  /* first error that broke the communicator, or SUCCESS */
-    char broken_msg[512];
+    tcomms_comm_state_t *state;              /* the core's failure state (core->comm_fail, comm_failed) */
     tcu_task_t live;                         /* sentinel: tasks posted and not yet recycled */
     int nactive;                             /* of those, running */
     tcu_task_t *free;                        /* recycled tasks, with their buffers */
@@ -188,8 +187,16 @@ void tcu_task_release(tcu_task_t *t);
 void tcu_task_destroy(tcu_task_t *t);
 /* The final result, with the task's message set as the calling thread's error. */
 tcomms_status_t tcu_task_report(tcu_task_t *t);
-/* Mark `c` broken by `status` (the first error wins); running tasks are failed by the next sweep. Lock held. */
+/* Report `c` broken by `status` to the core (the first error wins); running tasks are failed by the next sweep.
+ * Lock held. */
 void tcu_comm_break(tcu_comm_t *c, tcomms_status_t status, const char *msg);
+/* The core's failure of `c` (SUCCESS while it works), with its message in *msg. */
+static inline tcomms_status_t tcu_comm_failed(const tcu_comm_t *c, const char **msg)
+{
+    return c->core->comm_failed(c->state, msg);
+}
+/* For tcu_drive: has the task `arg` ended? */
+int tcu_task_final(void *arg);
 /* The core this module was queried by (set by query(), which the core calls before anything else): its
  * description of each operation is the module's too. */
 extern const tcomms_core_t *tcu_core;

@@ -26,7 +26,8 @@ extern "C" {
  * Major 7 follows the single version number 6 that came before, in the same first 4 bytes, so a core of either
  * scheme refuses a module of the other by its first field alone. Minor history: 7.0, the entries of ABI 6;
  * 7.1, tcomms_backend_t.priority and comm_abort, tcomms_core_t.coll_info and tcomms_coll_args_t.seq; 7.2,
- * tcomms_backend_t.algorithm and comm_setting, tcomms_core_t.setting_resolve, env_int and env_bool. */
+ * tcomms_backend_t.algorithm and comm_setting, tcomms_backend_comm_args_t.state, tcomms_core_t.setting_resolve,
+ * env_int, env_bool, comm_fail and comm_failed. */
 #define TCOMMS_BACKEND_ABI_MAJOR 7u
 #define TCOMMS_BACKEND_ABI_MINOR 2u
 
@@ -62,6 +63,10 @@ typedef enum tcomms_log_level {
 typedef void (*tcomms_reduce_fn_t)(void *c, const void *a, const void *b, size_t n);
 
 typedef struct tcomms_store tcomms_store_t;
+
+/* A communicator's failure state, kept by the core (lib/comm_state.c) and lent to its backends through
+ * tcomms_backend_comm_args_t.state: opaque, reached through tcomms_core_t.comm_fail and comm_failed. */
+typedef struct tcomms_comm_state tcomms_comm_state_t;
 
 typedef enum tcomms_coll_type {
     TCOMMS_COLL_ALL_REDUCE,
@@ -163,6 +168,21 @@ typedef struct tcomms_core {
      * empty value being malformed too: TCOMMS_ERR_BAD_ENV with a message naming the variable and its value. */
     tcomms_status_t (*env_int)(const char *name, long min, long max, long dflt, long *out);
     tcomms_status_t (*env_bool)(const char *name, int dflt, int *out);
+
+    /* ---- 7.2: the communicator's failure state (the block at the end of this file says who does what) ---- */
+    /* Record that the communicator owning `state` broke with `status` (< 0) and a message saying which rank, peer
+     * and operation; the first failure wins, later ones are ignored. From then on the core refuses every call on
+     * that communicator with TCOMMS_ERR_ABORTED naming this message. Any thread, any lock held. Returns 1 when this
+     * call recorded the failure, 0 when one was recorded before. */
+    int (*comm_fail)(tcomms_comm_state_t *state, tcomms_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 3, 4)))
+#endif
+        ;
+    /* TCOMMS_SUCCESS while the communicator works; else the first failure's status, with *msg (if msg is not NULL)
+     * its message, valid as long as the backend's communicator. One atomic load on the healthy path: cheap enough
+     * for a progress loop. Any thread. */
+    tcomms_status_t (*comm_failed)(tcomms_comm_state_t *state, const char **msg);
 } tcomms_core_t;
 
 /* What a backend needs to create its part of a communicator. For a split, `parent` is the backend's own parent
@@ -193,6 +213,9 @@ typedef struct tcomms_backend_comm_args {
     const char *comm_prefix;   /* the communicator's own prefix, kept while it lives (ABI 3): keys a backend needs
                                   later (e.g. per-split agreements on the parent) go under it, never under
                                   "<comm_prefix>/s" or "<comm_prefix>/create", which the core uses */
+    tcomms_comm_state_t *state; /* (7.2) the communicator's failure state, for core->comm_fail and comm_failed:
+                                   valid until comm_destroy returns (also during a failed comm_create);
+                                   NULL for comm_split_nonmember, which makes no communicator */
 } tcomms_backend_comm_args_t;
 
 /* One operation, validated by the core. Field use per type follows the public API: `count` is the element count
@@ -297,16 +320,30 @@ typedef struct tcomms_backend {
 } tcomms_backend_t;
 
 /* ---- what the core does for every backend, and what it leaves to it ----------------------------------------------
- * Failure. The core keeps whether a communicator failed and the first error's message (lib/comm_state.c): a final
- * error returned by work_test/wait/synchronize, an error of post() other than INVALID_ARG, NOT_SUPPORTED,
- * NO_MEMORY and MISMATCH, or tcomms_comm_abort. From then on the core answers every operation and split on that
- * communicator with TCOMMS_ERR_ABORTED naming the first error, before the backend sees the call. A backend only
- * reports: it returns its errors with a message (core->error), and fails its own running operations when its
- * transport is no longer consistent (a lost peer, a timeout that leaves messages in flight), as only it can tell.
- * Lifetime. A work handle may outlive its communicator: the core holds its own reference for the handle, and the
- * backend must keep `bwork` valid after comm_destroy(bcomm) until work_free(bwork): work_test/wait/synchronize on it
- * return its final status without touching the destroyed communicator. comm_destroy waits for running operations
- * (each up to its timeout) and must not free what a handle still needs.
+ * Failure. The core keeps whether a communicator failed and the first error's message (lib/comm_state.c): a
+ * failure a backend reports with core->comm_fail(args->state, ...), a final error returned by
+ * work_test/wait/synchronize, an error of post() other than INVALID_ARG, NOT_SUPPORTED, NO_MEMORY and MISMATCH, or
+ * tcomms_comm_abort. From then on the core answers every operation and split on that communicator with
+ * TCOMMS_ERR_ABORTED naming the first error, before the backend sees the call. A backend keeps no copy of it. It
+ * returns its errors with a message (core->error); it reports with comm_fail, the moment it sees it, a failure that
+ * leaves its transport inconsistent (a lost peer, a timeout that leaves messages in flight), naming the rank, the
+ * peer and the operation, so the core knows even when nobody waits on the failed handle; and where it runs
+ * operations on its own (a progress sweep, a worker's queue, a watchdog) it reads comm_failed and fails them, which
+ * also covers failures the core recorded itself (an abort, another device's slot, a final error). comm_failed may
+ * change from healthy to failed between the core's check and post(): a post that finds it failed returns
+ * TCOMMS_ERR_ABORTED with its message.
+ * Lifetime. The core calls comm_destroy(bcomm) only once nothing of that communicator is left: the public
+ * communicator and every work handle (a blocking call's and a group's kept calls too, until completed) hold a
+ * reference on the core's record of it (lib/comm_state.c), and the last one released destroys the backend's
+ * communicators, on that thread: tcomms_comm_destroy when no handle is left, else the last tcomms_work_free. So
+ * post, work_test/wait/synchronize and work_free always find bcomm and what it owns alive, and a backend needs no
+ * bookkeeping of its handles for the communicator's sake (no detaching, no count of handles out). Left to the
+ * backend: work_free does not wait, so comm_destroy must still wait for operations freed while running (each
+ * ends by its timeout at the latest) and free nothing they use before; comm_destroy may run on any thread (set the
+ * device current itself) and its error reaches the caller only when tcomms_comm_destroy ran it (else it is logged);
+ * a split child and its parent are destroyed independently, each with its own references, so what a child shares
+ * with its parent (UCX's endpoints, Gloo's device, NCCL's splitShare) needs a reference count of its own; and
+ * mem_register handles, which the user must release before tcomms_comm_destroy, hold none.
  * Threads. The core serialises nothing: the public API asks callers to serialise calls on one communicator, but
  * work handles of one communicator may be waited for on different threads, a progress thread of the backend's own
  * runs beside them, and comm_abort may come from any thread at any time. */

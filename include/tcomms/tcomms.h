@@ -23,8 +23,8 @@
  * first error, as does every operation after tcomms_comm_abort. Queries (rank, size, name, backend, hints),
  * memory calls, tcomms_work_* on its handles and tcomms_comm_destroy still work. Errors found in the arguments,
  * TCOMMS_ERR_NOT_SUPPORTED and the call check's TCOMMS_ERR_MISMATCH (nothing was posted) leave it working. A
- * work handle may outlive its communicator: after tcomms_comm_destroy it still answers with its final status and
- * must still be freed. */
+ * work handle may outlive its communicator: after tcomms_comm_destroy its operation goes on, it still answers with
+ * its final status, and it must still be freed; the communicator's resources go with the last such handle. */
 #ifndef TCOMMS_TCOMMS_H
 #define TCOMMS_TCOMMS_H
 
@@ -218,7 +218,9 @@ typedef struct tcomms_comm_params {
  * must create its roots in the same order. Two live roots served by the built-in store need distinct ports. */
 TCOMMS_API tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_comm_t **out);
 
-/* Destroy `comm` after its pending operations complete (each within its timeout). Local, not collective. A NULL
+/* Destroy `comm`. Local, not collective. With no work handle of it left, its resources go now, after the
+ * operations whose handles were freed while running complete (each within its timeout); else this returns at
+ * once and they go with the last tcomms_work_free, the operations of the handles going on meanwhile. A NULL
  * comm is a no-op; destroying it twice, or using it afterwards, is TCOMMS_ERR_INVALID_ARG while detectable (see the
  * top of this file). Children and the parent are independent: either may be destroyed first. The rank serving the
  * built-in store (rank 0 of a root) stops it with the last communicator of that root, after waiting (up to the
