@@ -9,6 +9,7 @@
 
 #include "clock.h" /* lib/util/clock.h */
 #include "comm.h"
+#include "flight.h"
 #include "env.h"
 #include "error.h"
 #include "hints.h"
@@ -58,6 +59,7 @@ void tc_store_ref_release(tc_store_ref_t *ref)
     pthread_mutex_unlock(&lock);
     if (!last)
         return;
+    tc_flight_listen_stop(ref->flight, ref->store);
     tc_store_free(ref->store);
     /* Other ranks may still use the store (splits of children without rank 0): serve them until they disconnect. */
     tc_store_server_linger(ref->server, ref->linger_ms);
@@ -132,7 +134,10 @@ static tcomms_status_t open_store(tcomms_comm_t *comm, const tcomms_comm_params_
         if (st != TCOMMS_SUCCESS)
             return tc_error_prefix(st, "rank 0 serving the rendezvous store on port %d: ", port);
     }
-    return connect_store(comm, port, id, ref);
+    tcomms_status_t st = connect_store(comm, port, id, ref);
+    if (st == TCOMMS_SUCCESS && comm->size > 1)
+        ref->flight = tc_flight_listen(comm->master_addr, port, comm->rank);
+    return st;
 }
 
 /* Which backend serves each device type: the selection names it, or, for the bound device, the module that ranks
@@ -232,6 +237,7 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
     char create[TC_KEY_MAX];
     snprintf(create, sizeof(create), "%s/create/", comm->prefix);
     tc_comm_cleanup_keys(comm, create, comm->size);
+    tc_flight_attach(comm, parent, parent_ranks);
     comm->magic = tc_handle_magic[TC_HANDLE_COMM];
     tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' ready: rank %d of %d", comm->name, comm->rank, comm->size);
     return TCOMMS_SUCCESS;
@@ -414,6 +420,7 @@ tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm)
         if (first == TCOMMS_SUCCESS)
             first = st;
     }
+    tc_flight_detach(comm);
     comm_release(comm);
     tc_comm_state_unref(comm->state); /* work handles still held keep it */
     comm->state = NULL;
@@ -431,6 +438,7 @@ tcomms_status_t tcomms_comm_abort(tcomms_comm_t *comm)
         return first; /* a second abort: the backends were told by the first */
     tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' (rank %d of %d): tcomms_comm_abort", comm->name, comm->rank,
            comm->size);
+    tc_flight_dump("tcomms_comm_abort");
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
         const tc_slot_t *slot = &comm->slot[t];
         if (slot->bcomm == NULL)
