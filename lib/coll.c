@@ -308,8 +308,10 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         if (p.seq != 0)
             tc_flight_mark(p.flight, p.seq, TC_FLIGHT_FAILED);
         tc_wide_avg_end(p.avg, st);
-        if (refused && tc_comm_state_breaks_post(st))
+        if (refused && tc_comm_state_breaks_post(st)) {
+            tc_flight_broken(comm->flight, a->timeout_ms, st); /* which earlier operation broke it, and where */
             tc_comm_state_fail(comm->state, st);
+        }
         return st;
     }
     tc_comm_state_ref(p.state);

@@ -439,6 +439,8 @@ tcomms_status_t tcomms_comm_abort(tcomms_comm_t *comm)
     tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' (rank %d of %d): tcomms_comm_abort", comm->name, comm->rank,
            comm->size);
     tc_flight_dump("tcomms_comm_abort");
+    if (comm->flight != NULL) /* the operations it ends are no failure to ask the other ranks about */
+        tc_flight_first_failure(comm->flight);
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
         const tc_slot_t *slot = &comm->slot[t];
         if (slot->bcomm == NULL)

@@ -65,6 +65,11 @@ void tc_flight_dump(const char *why);
  * other ranks for their records, within a short bound, and replace the message with one that names the ranks that
  * never posted `seq` and where each rank is; the backend's own message is kept at the end. Returns `st`. */
 tcomms_status_t tc_flight_timed_out(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st);
+/* The backend broke `f`'s communicator (`st`: TCOMMS_ERR_ABORTED or TCOMMS_ERR_TIMEOUT, as an NCCL watchdog
+ * reports a timeout to the operations that were not waited for) and this rank does not know which operation timed
+ * out: ask as above and name the first operation where the ranks diverge. Other statuses: returns `st` at once.
+ * Either of the two asks once per communicator. */
+tcomms_status_t tc_flight_broken(tc_flight_t *f, uint32_t timeout_ms, tcomms_status_t st);
 /* Answer other ranks' questions about this process's records from a thread of its own, on a second connection to
  * the store at addr:port (the built-in store; `root_rank` is this process's rank in the root communicator). NULL
  * when the thread could not start: records are then just not shared. */
@@ -79,6 +84,8 @@ int tc_flight_read(tc_flight_t *f, uint64_t seq, tc_flight_op_t *out);
 /* The record of `f` as text lines, one operation a line ("seq type count dtype op root state t_post t_end"),
  * oldest first, after a first line "posted <ops posted>"; malloc'ed, *len set. */
 char *tc_flight_text(tc_flight_t *f, size_t *len);
+/* 1 for the first caller on `f`, then 0: a communicator is diagnosed once, at its first failure. */
+int tc_flight_first_failure(tc_flight_t *f);
 /* Look up this process's record of the communicator with store prefix `prefix`, with a reference. */
 tc_flight_t *tc_flight_find(const char *prefix);
 /* Identity of a record: its communicator's name, prefix, rank, size, members' root ranks; its store (NULL once

@@ -176,11 +176,13 @@ typedef struct reply {
     int answered, gone, has_last, has_seq;
     uint64_t posted;
     tc_flight_op_t last, at;
+    char *text; /* as received (malloc'ed) */
 } reply_t;
 
 static void parse(const char *text, uint64_t seq, reply_t *r)
 {
     r->answered = 1;
+    r->has_seq = r->has_last = 0;
     if (strncmp(text, "gone", 4) == 0) {
         r->gone = 1;
         return;
@@ -210,10 +212,14 @@ static void parse(const char *text, uint64_t seq, reply_t *r)
     }
 }
 
-/* Ask every other member of `f` and collect the answers into rep[], within `bound_ms` in all. */
+/* Ask every other member of `f` and collect the answers into rep[] (this rank's own record too), within
+ * `bound_ms` in all. */
 static void gather(tc_flight_t *f, tcomms_store_t *store, uint64_t seq, uint32_t bound_ms, reply_t *rep)
 {
     tc_flight_who_t w = tc_flight_who(f);
+    size_t mylen;
+    if ((rep[w.rank].text = tc_flight_text(f, &mylen)) != NULL)
+        parse(rep[w.rank].text, seq, &rep[w.rank]);
     int64_t q = 0;
     if (tc_store_add(store, "tcomms/flight/q", 1, &q) != TCOMMS_SUCCESS)
         return;
@@ -233,9 +239,10 @@ static void gather(tc_flight_t *f, tcomms_store_t *store, uint64_t seq, uint32_t
         snprintf(key, sizeof(key), "%s/flight/ans/%lld/%d", w.prefix, (long long)q, r);
         void *val = NULL;
         size_t len = 0;
-        if (tc_store_get(store, key, &val, &len, left > 1 ? (uint32_t)left : 1) == TCOMMS_SUCCESS)
+        if (tc_store_get(store, key, &val, &len, left > 1 ? (uint32_t)left : 1) == TCOMMS_SUCCESS) {
             parse(val, seq, &rep[r]);
-        free(val);
+            rep[r].text = val;
+        }
     }
     snprintf(key, sizeof(key), "%s/flight/ans/%lld/", w.prefix, (long long)q);
     tc_store_del_prefix(store, key);
@@ -296,8 +303,6 @@ static void put_diagnosis(char *buf, size_t len, size_t *at, const tc_flight_who
     int nn = 0, nd = 0, ns = 0, ng = 0;
     for (int r = 0; r < w->size; r++) {
         const reply_t *p = &rep[r];
-        if (r == w->rank)
-            continue;
         if (!p->answered)
             silent[ns++] = r;
         else if (p->gone)
@@ -339,15 +344,33 @@ static void put_diagnosis(char *buf, size_t len, size_t *at, const tc_flight_who
     free(never);
 }
 
-tcomms_status_t tc_flight_timed_out(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st)
+static void free_replies(reply_t *rep, int n)
 {
-    if (f == NULL)
-        return st;
+    for (int r = 0; r < n && rep != NULL; r++)
+        free(rep[r].text);
+    free(rep);
+}
+
+/* The operation where the ranks diverge when no timed-out operation is known (a communicator a backend broke):
+ * the first one that some answering rank has not posted, or 0 when they all posted as far. */
+static uint64_t divergence(const reply_t *rep, int n)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int r = 0; r < n; r++) {
+        if (!rep[r].answered || rep[r].gone)
+            continue;
+        lo = rep[r].posted < lo ? rep[r].posted : lo;
+        hi = rep[r].posted > hi ? rep[r].posted : hi;
+    }
+    return lo < hi ? lo + 1 : 0;
+}
+
+/* Ask, build "<what>: <diagnosis> [<backend's message>]" as this thread's error. `seq` 0: find the divergence. */
+static tcomms_status_t diagnose(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st)
+{
     char backend[1024];
     snprintf(backend, sizeof(backend), "%s", tcomms_last_error());
     tc_flight_who_t w = tc_flight_who(f);
-    tc_flight_op_t mine;
-    int have = tc_flight_read(f, seq, &mine);
     reply_t *rep = calloc((size_t)w.size, sizeof(*rep));
     tcomms_store_t *store = tc_flight_lock_store(f);
     uint32_t bound = timeout_ms / 2 < ASK_BOUND_MS ? timeout_ms / 2 : ASK_BOUND_MS;
@@ -359,18 +382,47 @@ tcomms_status_t tc_flight_timed_out(tc_flight_t *f, uint64_t seq, uint32_t timeo
     }
     gather(f, store, seq, bound, rep);
     tc_flight_unlock_store(f);
+    int timed_out = seq != 0;
+    if (!timed_out && (seq = divergence(rep, w.size)) != 0)
+        for (int r = 0; r < w.size; r++)
+            if (rep[r].text != NULL)
+                parse(rep[r].text, seq, &rep[r]);
+    const tc_flight_op_t *op = NULL; /* operation `seq` as this rank, else the first rank that has it, posted it */
+    for (int r = w.rank, k = 0; k < w.size && op == NULL; k++, r = (r + 1) % w.size)
+        op = rep[r].has_seq ? &rep[r].at : NULL;
     char msg[1024], d[320], where[160];
     size_t at = 0;
     snprintf(where, sizeof(where), " on '%s'", w.name);
-    if (have)
-        tc_flight_describe(&mine, where, NULL, d, sizeof(d));
+    if (op != NULL)
+        tc_flight_describe(op, where, NULL, d, sizeof(d));
     else
         snprintf(d, sizeof(d), "operation #%llu%s", (unsigned long long)seq, where);
-    put(msg, sizeof(msg), &at, "%s timed out after %.1f s: ", d, timeout_ms / 1000.0);
-    put_diagnosis(msg, sizeof(msg), &at, &w, rep, have ? &mine : NULL, seq, bound);
-    free(rep);
+    if (timed_out)
+        put(msg, sizeof(msg), &at, "%s timed out after %.1f s: ", d, timeout_ms / 1000.0);
+    else if (seq != 0)
+        put(msg, sizeof(msg), &at, "the ranks diverge at %s: ", d);
+    else
+        put(msg, sizeof(msg), &at, "the ranks that answered all posted up to #%llu%s",
+            (unsigned long long)rep[w.rank].posted, where);
+    if (seq != 0)
+        put_diagnosis(msg, sizeof(msg), &at, &w, rep, op, seq, bound);
+    free_replies(rep, w.size);
     tc_error(st, "%s [%s]", msg, backend);
     tc_log(TCOMMS_LOG_ERROR, "core", "%s", msg);
-    tc_flight_dump("timeout");
+    tc_flight_dump(timed_out ? "timeout" : "failure");
     return st;
+}
+
+tcomms_status_t tc_flight_timed_out(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st)
+{
+    if (f == NULL || !tc_flight_first_failure(f))
+        return st;
+    return diagnose(f, seq, timeout_ms, st);
+}
+
+tcomms_status_t tc_flight_broken(tc_flight_t *f, uint32_t timeout_ms, tcomms_status_t st)
+{
+    if (f == NULL || (st != TCOMMS_ERR_ABORTED && st != TCOMMS_ERR_TIMEOUT) || !tc_flight_first_failure(f))
+        return st;
+    return diagnose(f, 0, timeout_ms, st);
 }

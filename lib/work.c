@@ -36,11 +36,12 @@ static int still_running(const tc_posted_t *p, tcomms_status_t st)
     return running;
 }
 
-/* Has `p` been running for its whole timeout? A wait's own shorter timeout is no reason to ask the other ranks. */
+/* Has `p` been running for its whole timeout? A wait's own shorter timeout is no reason to ask the other ranks.
+ * The slack covers the flight record's coarse clock. */
 static int overdue(const tc_posted_t *p)
 {
     int64_t posted = tc_flight_posted_us(p->flight, p->seq);
-    return p->flight != NULL && (posted == 0 || tc_flight_now_us() - posted >= (int64_t)p->timeout_ms * 1000);
+    return p->flight != NULL && (posted == 0 || tc_flight_now_us() - posted + 50000 >= (int64_t)p->timeout_ms * 1000);
 }
 
 /* Run the core's part of `p` once the backend reported `st` (`tested`: by work_test, whose errors are always the
@@ -51,6 +52,8 @@ static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st, int tested)
     if (st == TCOMMS_ERR_TIMEOUT && !p->asked && overdue(p)) {
         p->asked = 1;
         tc_flight_timed_out(p->flight, p->seq, p->timeout_ms, st);
+    } else if (st == TCOMMS_ERR_ABORTED) {
+        tc_flight_broken(p->flight, p->timeout_ms, st); /* an NCCL watchdog's timeout of another operation */
     }
     if (st == TCOMMS_IN_PROGRESS || (st < 0 && !tested && still_running(p, st)))
         return st;

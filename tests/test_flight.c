@@ -5,7 +5,9 @@
  *       never having posted #3 and its last operation, broadcast #2, as completed;
  *   (b) rank 2 stops itself (SIGSTOP) instead: ranks 0 and 1 name it as not answering;
  *   (c) as (a) with TCOMMS_TRACE_DUMP set: every rank writes its file, and `tcomms-info --trace` over them names
- *       #3 as the first operation where the ranks diverge, and rank 2 as missing it.
+ *       #3 as the first operation where the ranks diverge, and rank 2 as missing it;
+ *   (d) as (a) on a split 'pair' of root ranks 1 and 2, whose ranks are not the root's: root rank 2 (rank 1 there)
+ *       skips, and root rank 1 (rank 0 there) names rank 1 of 'pair', which its listener for root rank 2 answered.
  * Single-rank cases check that tcomms_comm_abort and TCOMMS_TRACE_DUMP_SIGNAL write the file too. The references
  * are the scripted sequences themselves: which rank skipped what is known in advance. */
 #include <check.h>
@@ -27,8 +29,8 @@
 #define NRANKS 3
 #define LATE 2 /* the rank that skips or stops */
 
-enum scenario { SKIP, STOPPED, DUMP, SCENARIOS };
-static const char *const scenario_names[SCENARIOS] = {"skip", "stopped", "dump"};
+enum scenario { SKIP, STOPPED, DUMP, SPLIT, SCENARIOS };
+static const char *const scenario_names[SCENARIOS] = {"skip", "stopped", "dump", "split"};
 
 typedef struct shared {
     char backend[32];
@@ -97,6 +99,39 @@ static int merge_names_divergence(const shared_t *sh)
     return 0;
 }
 
+/* (d): the root's rank 0 only splits; in 'pair' (root ranks 1, 2) the second member skips all_reduce #3. */
+static int split_rank(tcomms_comm_t *world, shared_t *sh, int rank)
+{
+    static const int members[2] = {1, 2};
+    tcomms_comm_t *pair = NULL;
+    int fails = 0;
+    tcomms_status_t st = tcomms_comm_split(world, members, rank == 0 ? 0 : 2, "pair", NULL, &pair);
+    if (st != TCOMMS_SUCCESS)
+        return mrank_failf("FAIL rank %d: split: %s", rank, tcomms_last_error());
+    if (rank == 0) {
+        while (!sh->checked)
+            mrank_sleep_ms(20);
+        return 0;
+    }
+    int prank = rank - 1;
+    fails += warm_up(pair, prank, 2);
+    if (prank == 1) {
+        while (!sh->checked)
+            mrank_sleep_ms(20);
+    } else {
+        float x[4] = {1, 1, 1, 1}, y[4];
+        st = tcomms_all_reduce(pair, x, y, 4, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL);
+        const char *msg = tcomms_last_error();
+        mrank_logf("test_flight: %s, split, root rank %d: status %d: %s", sh->backend, rank, st, msg);
+        fails += has(msg, "split", rank, "all_reduce #3 on 'pair' (16 B float32 sum) timed out after 1.5 s");
+        fails += has(msg, "split", rank, "rank 1 never posted #3");
+        fails += has(msg, "split", rank, "rank 1's last operation is broadcast #2 (4 B int32 root 0, completed)");
+        sh->checked = 1;
+    }
+    tcomms_comm_destroy(pair);
+    return fails;
+}
+
 static int flight_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
@@ -111,6 +146,11 @@ static int flight_rank(int rank, int size, void *arg)
         return 1;
     int fails = warm_up(comm, rank, size);
     const char *what = scenario_names[sh->scenario];
+    if (sh->scenario == SPLIT) {
+        fails += split_rank(comm, sh, rank);
+        tcomms_comm_destroy(comm);
+        return fails;
+    }
     if (rank == LATE) {
         if (sh->scenario == STOPPED)
             raise(SIGSTOP); /* rank 0 kills it once checked */
