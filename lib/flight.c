@@ -23,6 +23,7 @@ struct tc_flight {
     char name[128];
     char prefix[TC_PREFIX_MAX];
     int rank, size;
+    int listened; /* the store has flight listeners (the built-in one): asking makes sense */
     int *root_ranks; /* members' ranks in the root communicator: whom the listener of each process answers for */
     pthread_mutex_t store_lock; /* holds `store` still while a question is asked through it */
     tcomms_store_t *store;      /* NULL once the communicator is destroyed */
@@ -142,6 +143,7 @@ void tc_flight_attach(tcomms_comm_t *comm, const tcomms_comm_t *parent, const in
     f->size = comm->size;
     f->root_ranks = roots;
     f->store = comm->store != NULL ? comm->store->store : NULL;
+    f->listened = comm->store != NULL && comm->store->flight != NULL;
     pthread_mutex_init(&f->store_lock, NULL);
     pthread_once(&signal_once, setup_signal);
     pthread_mutex_lock(&list_lock);
@@ -205,7 +207,7 @@ tc_flight_t *tc_flight_find(const char *prefix)
 
 tc_flight_who_t tc_flight_who(const tc_flight_t *f)
 {
-    return (tc_flight_who_t){f->name, f->prefix, f->rank, f->size, f->root_ranks};
+    return (tc_flight_who_t){f->name, f->prefix, f->rank, f->size, f->listened, f->root_ranks};
 }
 
 tcomms_store_t *tc_flight_lock_store(tc_flight_t *f)

@@ -93,6 +93,7 @@ tc_flight_t *tc_flight_find(const char *prefix);
 typedef struct tc_flight_who {
     const char *name, *prefix;
     int rank, size;
+    int listened; /* its store has listeners: the built-in store, two ranks or more */
     const int *root_ranks;
 } tc_flight_who_t;
 tc_flight_who_t tc_flight_who(const tc_flight_t *f);
