@@ -134,10 +134,7 @@ static tcomms_status_t open_store(tcomms_comm_t *comm, const tcomms_comm_params_
         if (st != TCOMMS_SUCCESS)
             return tc_error_prefix(st, "rank 0 serving the rendezvous store on port %d: ", port);
     }
-    tcomms_status_t st = connect_store(comm, port, id, ref);
-    if (st == TCOMMS_SUCCESS && comm->size > 1)
-        ref->flight = tc_flight_listen(comm->master_addr, port, comm->rank);
-    return st;
+    return connect_store(comm, port, id, ref);
 }
 
 /* Which backend serves each device type: the selection names it, or, for the bound device, the module that ranks
@@ -394,6 +391,10 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
         comm->device.index = comm->local_rank;
     if (st == TCOMMS_SUCCESS)
         st = tc_comm_create_backends(comm, NULL, NULL);
+    /* Only now, once every rank's own connection is in: the listener's must not take a place the server's
+     * connection limit keeps for them. */
+    if (st == TCOMMS_SUCCESS && comm->size > 1 && !(params && (params->field_mask & TCOMMS_COMM_PARAM_STORE)))
+        comm->store->flight = tc_flight_listen(comm->master_addr, port, comm->rank);
     tc_log_set_comm(NULL);
     if (st != TCOMMS_SUCCESS) {
         comm_release(comm);

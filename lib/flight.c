@@ -23,10 +23,10 @@ struct tc_flight {
     char name[128];
     char prefix[TC_PREFIX_MAX];
     int rank, size;
-    int listened; /* the store has flight listeners (the built-in one): asking makes sense */
     int *root_ranks; /* members' ranks in the root communicator: whom the listener of each process answers for */
     pthread_mutex_t store_lock; /* holds `store` still while a question is asked through it */
     tcomms_store_t *store;      /* NULL once the communicator is destroyed */
+    const tc_store_ref_t *ref;  /* its owner, whose listener says whether the ranks can answer; NULL likewise */
     struct tc_flight *next;     /* in the list below */
     tc_flight_entry_t ring[TC_FLIGHT_RING];
 };
@@ -143,7 +143,7 @@ void tc_flight_attach(tcomms_comm_t *comm, const tcomms_comm_t *parent, const in
     f->size = comm->size;
     f->root_ranks = roots;
     f->store = comm->store != NULL ? comm->store->store : NULL;
-    f->listened = comm->store != NULL && comm->store->flight != NULL;
+    f->ref = comm->store;
     pthread_mutex_init(&f->store_lock, NULL);
     pthread_once(&signal_once, setup_signal);
     pthread_mutex_lock(&list_lock);
@@ -169,6 +169,7 @@ void tc_flight_detach(tcomms_comm_t *comm)
     pthread_mutex_unlock(&list_lock);
     pthread_mutex_lock(&f->store_lock); /* waits for a question in progress */
     f->store = NULL;
+    f->ref = NULL;
     pthread_mutex_unlock(&f->store_lock);
     comm->flight = NULL;
     tc_flight_unref(f);
@@ -207,13 +208,13 @@ tc_flight_t *tc_flight_find(const char *prefix)
 
 tc_flight_who_t tc_flight_who(const tc_flight_t *f)
 {
-    return (tc_flight_who_t){f->name, f->prefix, f->rank, f->size, f->listened, f->root_ranks};
+    return (tc_flight_who_t){f->name, f->prefix, f->rank, f->size, f->root_ranks};
 }
 
 tcomms_store_t *tc_flight_lock_store(tc_flight_t *f)
 {
     pthread_mutex_lock(&f->store_lock);
-    return f->store;
+    return f->ref != NULL && f->ref->flight != NULL ? f->store : NULL; /* no listener, nobody to ask */
 }
 
 void tc_flight_unlock_store(tc_flight_t *f)

@@ -88,12 +88,12 @@ char *tc_flight_text(tc_flight_t *f, size_t *len);
 int tc_flight_first_failure(tc_flight_t *f);
 /* Look up this process's record of the communicator with store prefix `prefix`, with a reference. */
 tc_flight_t *tc_flight_find(const char *prefix);
-/* Identity of a record: its communicator's name, prefix, rank, size, members' root ranks; its store (NULL once
- * the communicator is destroyed: no more questions are asked for it), under tc_flight_lock_store. */
+/* Identity of a record: its communicator's name, prefix, rank, size, members' root ranks; its store, under
+ * tc_flight_lock_store: NULL once the communicator is destroyed, or where this process has no listener (an
+ * application's store), so that no question is asked. */
 typedef struct tc_flight_who {
     const char *name, *prefix;
     int rank, size;
-    int listened; /* its store has listeners: the built-in store, two ranks or more */
     const int *root_ranks;
 } tc_flight_who_t;
 tc_flight_who_t tc_flight_who(const tc_flight_t *f);

@@ -374,7 +374,7 @@ static tcomms_status_t diagnose(tc_flight_t *f, uint64_t seq, uint32_t timeout_m
     reply_t *rep = calloc((size_t)w.size, sizeof(*rep));
     tcomms_store_t *store = tc_flight_lock_store(f);
     uint32_t bound = timeout_ms / 2 < ASK_BOUND_MS ? timeout_ms / 2 : ASK_BOUND_MS;
-    if (store == NULL || rep == NULL || w.size < 2 || !w.listened) { /* nobody to ask, or nobody listening */
+    if (store == NULL || rep == NULL || w.size < 2) { /* nobody to ask, or nobody listening */
         tc_flight_unlock_store(f);
         free(rep);
         tc_flight_dump(seq != 0 ? "timeout" : "failure");
