@@ -10,6 +10,7 @@
 #include "call_check.h"
 #include "comm.h"
 #include "error.h"
+#include "flight.h"
 #include "group.h"
 #include "log.h"
 #include "work.h"
@@ -282,7 +283,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     st = validate(comm, a, scratch);
     if (st == TCOMMS_SUCCESS && comm->check_calls)
         st = tc_check_call(comm, a, type);
-    tc_posted_t p = {.be = slot->be, .timeout_ms = a->timeout_ms, .state = comm->state};
+    tc_posted_t p = {.be = slot->be, .timeout_ms = a->timeout_ms, .state = comm->state, .flight = comm->flight};
     /* After the call check, which compares what the callers asked for. */
     if (st == TCOMMS_SUCCESS && a->op == TCOMMS_AVG && type == TCOMMS_DEVICE_CPU)
         st = tc_wide_avg_start(a, comm->rank, comm->size, &p.avg);
@@ -293,6 +294,8 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         a->seq = atomic_fetch_add_explicit(&comm->ops_posted, 1, memory_order_relaxed) + 1;
         if (tc_log_enabled(TCOMMS_LOG_TRACE, "core"))
             trace(comm, slot, a, type);
+        tc_flight_post(comm->flight, a);
+        p.seq = a->seq;
     }
     if (st == TCOMMS_SUCCESS && grouped)
         st = tc_group_join(slot->be);
@@ -302,12 +305,17 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     if (scratch != stack_scratch)
         free(scratch);
     if (st != TCOMMS_SUCCESS) {
+        if (p.seq != 0)
+            tc_flight_mark(p.flight, p.seq, TC_FLIGHT_FAILED);
         tc_wide_avg_end(p.avg, st);
-        if (refused && tc_comm_state_breaks_post(st))
+        if (refused && tc_comm_state_breaks_post(st)) {
+            tc_flight_broken(comm->flight, a->timeout_ms, st); /* which earlier operation broke it, and where */
             tc_comm_state_fail(comm->state, st);
+        }
         return st;
     }
     tc_comm_state_ref(p.state);
+    tc_flight_ref(p.flight);
     if (work != NULL)
         return tc_work_wrap(p, work);
     /* Inside a group a blocking call only queues: tcomms_group_end completes it after the batch is issued. */

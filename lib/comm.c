@@ -9,6 +9,7 @@
 
 #include "clock.h" /* lib/util/clock.h */
 #include "comm.h"
+#include "flight.h"
 #include "env.h"
 #include "error.h"
 #include "hints.h"
@@ -58,6 +59,7 @@ void tc_store_ref_release(tc_store_ref_t *ref)
     pthread_mutex_unlock(&lock);
     if (!last)
         return;
+    tc_flight_listen_stop(ref->flight, ref->store);
     tc_store_free(ref->store);
     /* Other ranks may still use the store (splits of children without rank 0): serve them until they disconnect. */
     tc_store_server_linger(ref->server, ref->linger_ms);
@@ -236,6 +238,7 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
     char create[TC_KEY_MAX];
     snprintf(create, sizeof(create), "%s/create/", comm->prefix);
     tc_comm_cleanup_keys(comm, create, comm->size);
+    tc_flight_attach(comm, parent, parent_ranks);
     comm->magic = tc_handle_magic[TC_HANDLE_COMM];
     tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' ready: rank %d of %d", comm->name, comm->rank, comm->size);
     return TCOMMS_SUCCESS;
@@ -392,6 +395,10 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
         comm->device.index = comm->local_rank;
     if (st == TCOMMS_SUCCESS)
         st = tc_comm_create_backends(comm, NULL, NULL);
+    /* Only now, once every rank's own connection is in: the listener's must not take a place the server's
+     * connection limit keeps for them. */
+    if (st == TCOMMS_SUCCESS && comm->size > 1 && !(params && (params->field_mask & TCOMMS_COMM_PARAM_STORE)))
+        comm->store->flight = tc_flight_listen(comm->master_addr, port, comm->rank);
     tc_log_set_comm(NULL);
     if (st != TCOMMS_SUCCESS) {
         comm_release(comm);
@@ -411,6 +418,7 @@ tcomms_status_t tcomms_comm_destroy(tcomms_comm_t *comm)
         return st;
     tc_comm_state_t *state = comm->state;
     comm->state = NULL;
+    tc_flight_detach(comm);
     comm_release(comm);
     tc_handle_retire(comm, TC_HANDLE_COMM);
     /* The backends' communicators go with the last reference: here, or with the last work handle still held
@@ -428,6 +436,9 @@ tcomms_status_t tcomms_comm_abort(tcomms_comm_t *comm)
         return first; /* a second abort: the backends were told by the first */
     tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' (rank %d of %d): tcomms_comm_abort", comm->name, comm->rank,
            comm->size);
+    tc_flight_dump("tcomms_comm_abort");
+    if (comm->flight != NULL) /* the operations it ends are no failure to ask the other ranks about */
+        tc_flight_first_failure(comm->flight);
     for (int t = 0; t < TCOMMS_DEVICE_TYPE_COUNT; t++) {
         const tc_slot_t *slot = &comm->slot[t];
         if (slot->bcomm == NULL)

@@ -23,6 +23,7 @@ typedef struct tc_store_ref {
     tc_store_server_t *server; /* rank 0 of a root using the built-in store */
     int refs;                  /* guarded by a process-wide lock in comm.c */
     uint32_t linger_ms;        /* how long the server waits for the other ranks to disconnect (the root's timeout) */
+    struct tc_flight_listener *flight; /* answers other ranks' questions about this process's operations (flight.h) */
 } tc_store_ref_t;
 
 /* A slot is bound when the communicator's device can serve it: the bound device's own type, or CPU (host buffers
@@ -52,6 +53,7 @@ struct tcomms_comm {
     tc_slot_t slot[TCOMMS_DEVICE_TYPE_COUNT];
     tc_comm_state_t *state; /* broken or aborted, and why, and the owner of the slots' bcomm: shared with the
                                operations posted on it, the last of which destroys the backends (comm_state.h) */
+    struct tc_flight *flight; /* its last operations, for timeout messages and dumps (flight.h); may be NULL */
 };
 
 /* Create every backend the communicator's slots name (collective over its members), then let the last member out

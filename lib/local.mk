@@ -5,8 +5,9 @@ noinst_LTLIBRARIES = lib/libtccore.la lib/libtcreduce.la
 lib_libtccore_la_SOURCES = \
 	lib/avg.c lib/avg.h lib/call_check.c lib/call_check.h lib/coll.c lib/coll_info.c lib/comm.c lib/comm.h \
 	lib/comm_state.c lib/comm_state.h lib/core.c lib/dtype.c lib/dtype.h lib/env.c lib/env.h lib/error.c \
-	lib/error.h lib/group.c lib/group.h lib/handle.c lib/handle.h lib/hints.c lib/hints.h lib/loader.c \
-	lib/loader.h lib/log.c lib/log.h lib/mem.c lib/setting.c lib/split.c lib/work.c lib/work.h
+	lib/error.h lib/flight.c lib/flight.h lib/flight_ask.c lib/group.c lib/group.h lib/handle.c lib/handle.h \
+	lib/hints.c lib/hints.h lib/loader.c lib/loader.h lib/log.c lib/log.h lib/mem.c lib/setting.c lib/split.c lib/work.c \
+	lib/work.h
 # The rendezvous store: its handle, the TCP client, the user-callback adapter, the server and the exchanges
 # through rank 0.
 lib_libtccore_la_SOURCES += lib/store/store.c lib/store/store.h lib/store/impl.h lib/store/client.c \

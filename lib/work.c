@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "error.h"
+#include "flight.h"
 #include "handle.h"
 #include "log.h"
 #include "work.h"
@@ -36,13 +37,28 @@ static int still_running(const tc_posted_t *p, tcomms_status_t st)
     return running;
 }
 
+/* Has `p` been running for its whole timeout? A wait's own shorter timeout is no reason to ask the other ranks.
+ * The slack covers the flight record's coarse clock. */
+static int overdue(const tc_posted_t *p)
+{
+    int64_t posted = tc_flight_posted_us(p->flight, p->seq);
+    return p->flight != NULL && (posted == 0 || tc_flight_now_us() - posted + 50000 >= (int64_t)p->timeout_ms * 1000);
+}
+
 /* Run the core's part of `p` once the backend reported `st` (`tested`: by work_test, whose errors are always the
  * operation's own): a final error breaks the communicator for good (comm_state.h), and an integer AVG is narrowed
  * once the backend no longer uses the buffers it was given. */
 static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st, int tested)
 {
+    if (st == TCOMMS_ERR_TIMEOUT && !p->asked && overdue(p)) {
+        p->asked = 1;
+        tc_flight_timed_out(p->flight, p->seq, p->timeout_ms, st);
+    } else if (st == TCOMMS_ERR_ABORTED) {
+        tc_flight_broken(p->flight, p->timeout_ms, st); /* an NCCL watchdog's timeout of another operation */
+    }
     if (st == TCOMMS_IN_PROGRESS || (st < 0 && !tested && still_running(p, st)))
         return st;
+    tc_flight_mark(p->flight, p->seq, st < 0 ? TC_FLIGHT_FAILED : TC_FLIGHT_COMPLETED);
     if (st < 0)
         tc_comm_state_fail(p->state, st);
     if (p->avg != NULL) {
@@ -55,6 +71,7 @@ static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st, int tested)
 /* Wait for `p` to end and release it; the buffers the core lent the backend go only once it has ended. */
 static tcomms_status_t release(tc_posted_t *p, uint32_t timeout_ms)
 {
+    tc_flight_mark(p->flight, p->seq, TC_FLIGHT_WAITING);
     tcomms_status_t st = p->be->work_wait(p->bwork, timeout_ms);
     finish(p, st, 0);
     if (p->avg != NULL) /* still running past its own timeout: lose the copy rather than free it under the backend */
@@ -63,6 +80,8 @@ static tcomms_status_t release(tc_posted_t *p, uint32_t timeout_ms)
     p->be->work_free(p->bwork);
     tc_comm_state_unref(p->state);
     p->state = NULL;
+    tc_flight_unref(p->flight);
+    p->flight = NULL;
     return st;
 }
 
@@ -94,6 +113,7 @@ tcomms_status_t tcomms_work_wait(tcomms_work_t *work, uint32_t timeout_ms)
     tcomms_status_t st = check(work, "tcomms_work_wait");
     if (st != TCOMMS_SUCCESS)
         return st;
+    tc_flight_mark(work->p.flight, work->p.seq, TC_FLIGHT_WAITING);
     st = work->p.be->work_wait(work->p.bwork, timeout_ms ? timeout_ms : with_margin(work->p.timeout_ms));
     return finish(&work->p, st, 0);
 }
@@ -106,6 +126,7 @@ tcomms_status_t tcomms_work_synchronize(tcomms_work_t *work, uint32_t timeout_ms
         return st;
     uint32_t ms = timeout_ms ? timeout_ms : with_margin(work->p.timeout_ms);
     const tcomms_backend_t *be = work->p.be;
+    tc_flight_mark(work->p.flight, work->p.seq, TC_FLIGHT_WAITING);
     st = be->work_synchronize != NULL ? be->work_synchronize(work->p.bwork, ms) : be->work_wait(work->p.bwork, ms);
     return finish(&work->p, st, 0);
 }
@@ -131,6 +152,7 @@ tcomms_status_t tcomms_work_free(tcomms_work_t *work)
     } else {
         work->p.be->work_free(work->p.bwork);
         tc_comm_state_unref(work->p.state);
+        tc_flight_unref(work->p.flight);
     }
     tc_handle_retire(work, TC_HANDLE_WORK);
     return TCOMMS_SUCCESS;

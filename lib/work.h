@@ -17,6 +17,9 @@ typedef struct tc_posted {
     uint32_t timeout_ms;
     tc_wide_avg_t *avg;
     tc_comm_state_t *state;
+    struct tc_flight *flight; /* a reference to the communicator's flight record (flight.h), or NULL */
+    uint64_t seq;             /* its sequence number there */
+    int asked;                /* its timeout was diagnosed once already */
 } tc_posted_t;
 
 /* Wait for `p` (a blocking call), finish and free it (its state reference too), and return its status. */

@@ -8,7 +8,8 @@
 # handles used again (test_handles), exact integer AVG (test_avg), node-local ranks from the rendezvous
 # (test_topo), every UCX algorithm forced by TCOMMS_UCX_<COLL>_ALGO (test_ucx_algo), tcomms_comm_abort and the
 # failure state the core keeps for every backend (test_abort), a handle outliving its communicator and a backend's
-# failure reported through the core (test_lifetime). They share the fork harness and reference in
+# failure reported through the core (test_lifetime), timeouts that name the ranks that never posted the operation
+# and the TCOMMS_TRACE_DUMP files (test_flight). They share the fork harness and reference in
 # tests/libmrank.la, and use only the public API except where noted.
 # make check runs test_coll on 1-4 ranks and test_ucx_algo on 2-4; `make check-long` runs test_coll on 1-8 and
 # test_ucx_algo on 5-8 (5-8 oversubscribe a small machine).
@@ -26,7 +27,7 @@ tests_libmrank_la_CFLAGS = $(mrank_cflags)
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
 	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
 	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo tests/test_ucx_algo tests/test_abort \
-	tests/test_lifetime
+	tests/test_lifetime tests/test_flight
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -82,6 +83,11 @@ tests_test_ucx_algo_SOURCES = tests/test_ucx_algo.c
 tests_test_ucx_algo_CPPFLAGS = $(mrank_cppflags)
 tests_test_ucx_algo_CFLAGS = $(mrank_cflags)
 tests_test_ucx_algo_LDADD = $(mrank_ldadd)
+
+tests_test_flight_SOURCES = tests/test_flight.c
+tests_test_flight_CPPFLAGS = $(mrank_cppflags)
+tests_test_flight_CFLAGS = $(mrank_cflags)
+tests_test_flight_LDADD = $(mrank_ldadd)
 
 tests_test_mismatch_SOURCES = tests/test_mismatch.c
 tests_test_mismatch_CPPFLAGS = $(mrank_cppflags)

@@ -28,7 +28,7 @@ tests_gpu_test_coll_cuda_LDADD = $(gpu_ldadd)
 # module's calls bind to.
 tests_gpu_test_nccl_SOURCES = tests/gpu/test_nccl.c tests/gpu/nccl_cases.c tests/gpu/nccl_streams.c \
 	tests/gpu/nccl_death.c tests/gpu/nccl_fault.c tests/gpu/nccl_ce.c tests/gpu/nccl_small.c tests/gpu/nccl_abort.c \
-	tests/gpu/nccl_cases.h tests/coll_ref.c tests/coll_ref.h $(gpu_util_sources)
+	tests/gpu/nccl_flight.c tests/gpu/nccl_cases.h tests/coll_ref.c tests/coll_ref.h $(gpu_util_sources)
 tests_gpu_test_nccl_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_test_nccl_CFLAGS = $(gpu_cflags) -pthread
 tests_gpu_test_nccl_LDFLAGS = -no-install -export-dynamic

@@ -4,8 +4,8 @@
  * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, the call
  * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, the
  * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, launches NCCL refuses, and
- * tcomms_comm_abort (nccl_abort.c). Without 2
- * GPUs it exits 77 (skip) saying why. */
+ * tcomms_comm_abort (nccl_abort.c), and the flight record naming a rank that skipped an operation (nccl_flight.c,
+ * its own case "flight": CK_RUN_CASE=flight runs it alone). Without 2 GPUs it exits 77 (skip) saying why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -158,6 +158,8 @@ NCCL_TEST(small_path)
 NCCL_TEST(split_stall)
 NCCL_TEST(launch_failure)
 NCCL_TEST(abort)
+NCCL_TEST(flight_blocking)
+NCCL_TEST(flight_handle)
 
 START_TEST(test_ce_peer_timeout)
 {
@@ -217,5 +219,11 @@ int main(void)
     tcase_add_loop_test(tc, test_launch_failure, 0, nsizes);
     tcase_add_loop_test(tc, test_abort, 0, nsizes);
     suite_add_tcase(s, tc);
+    /* a case of its own, so that CK_RUN_CASE=flight runs these alone */
+    TCase *flight = tcase_create("flight");
+    tcase_set_timeout(flight, JOB_TIMEOUT_S + 30);
+    tcase_add_loop_test(flight, test_flight_blocking, 0, nsizes);
+    tcase_add_loop_test(flight, test_flight_handle, 0, nsizes);
+    suite_add_tcase(s, flight);
     return check_run(s);
 }

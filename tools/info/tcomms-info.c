@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms-info: what this installation can do: version, where modules are searched, which load, which decline and
  * why, the ABI, device types and priority of each, the hints each honours, and the default per device type that
- * those priorities give. Exit status 0 when at least one backend loads. */
+ * those priorities give. Exit status 0 when at least one backend loads. With --trace, it merges the ranks'
+ * TCOMMS_TRACE_DUMP files instead (trace.c). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +11,17 @@
 #include <tcomms/tcomms.h>
 
 #include "loader.h"
+#include "trace.h"
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: tcomms-info [-h|--help] [--version]\n"
+                 "       tcomms-info --trace FILE...\n"
                  "Lists the backend modules found in TCOMMS_BACKEND_PATH, the build tree (when run from it) and the\n"
                  "install directory, whether each loads (and why not), its ABI, the device types it serves, its\n"
-                 "priority for the default selection and the hints it honours.\n");
+                 "priority for the default selection and the hints it honours. With --trace, merges the files the\n"
+                 "ranks wrote under TCOMMS_TRACE_DUMP and prints each communicator's first operation where the\n"
+                 "ranks diverge (exit 0: they agree, 1: a divergence, 2: a file could not be read).\n");
 }
 
 static void print_module(const tc_module_info_t *m)
@@ -50,6 +55,13 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
+        }
+        if (strcmp(argv[i], "--trace") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "tcomms-info: --trace needs the files TCOMMS_TRACE_DUMP wrote\n");
+                return 2;
+            }
+            return tc_trace_merge(argc - i - 1, argv + i + 1);
         }
         if (strcmp(argv[i], "--version") == 0) {
             printf("tcomms-info (tcomms) %s\n", PACKAGE_VERSION); /* the tool's; the library's is listed below */
