@@ -309,8 +309,11 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
             tc_flight_mark(p.flight, p.seq, TC_FLIGHT_FAILED);
         tc_wide_avg_end(p.avg, st);
         if (refused && tc_comm_state_breaks_post(st)) {
-            tc_flight_broken(comm->flight, a->timeout_ms, st); /* which earlier operation broke it, and where */
+            /* which earlier operation broke it, and where */
+            int diagnosed = tc_flight_broken(comm->flight, a->timeout_ms, st);
             tc_comm_state_fail(comm->state, st);
+            if (diagnosed)
+                tc_comm_state_explain(comm->state);
         }
         return st;
     }

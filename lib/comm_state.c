@@ -25,7 +25,15 @@ struct tcomms_comm_state {
     char name[128];
     int rank, size;
     char msg[768];
+    atomic_int explained; /* set once `diagnosis` is written: it then stands for `msg` (tc_comm_state_explain) */
+    char diagnosis[1024];
 };
+
+/* What callers are told about the failure: the core's diagnosis of it where there is one, else the first error. */
+static const char *message(tc_comm_state_t *s)
+{
+    return atomic_load_explicit(&s->explained, memory_order_acquire) ? s->diagnosis : s->msg;
+}
 
 tcomms_status_t tc_comm_state_new(const char *name, int rank, int size, tc_comm_state_t **out)
 {
@@ -91,7 +99,7 @@ tcomms_status_t tc_comm_state_check(tc_comm_state_t *s, const char *who)
     if (atomic_load_explicit(&s->failed, memory_order_acquire) == 0)
         return TCOMMS_SUCCESS;
     return tc_error(TCOMMS_ERR_ABORTED, "%s: communicator '%s' (rank %d of %d) is unusable: %s", who, s->name,
-                    s->rank, s->size, s->msg);
+                    s->rank, s->size, message(s));
 }
 
 /* The lock orders two first failures on different threads; the release store publishes the message. */
@@ -141,8 +149,21 @@ tcomms_status_t tc_comm_state_failed(tc_comm_state_t *s, const char **msg)
 {
     int st = s != NULL ? atomic_load_explicit(&s->failed, memory_order_acquire) : 0;
     if (msg != NULL)
-        *msg = st != 0 ? s->msg : "";
+        *msg = st != 0 ? message(s) : "";
     return (tcomms_status_t)st;
+}
+
+void tc_comm_state_explain(tc_comm_state_t *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->lock);
+    int st = atomic_load_explicit(&s->failed, memory_order_relaxed);
+    if (st != 0 && !atomic_load_explicit(&s->explained, memory_order_relaxed)) {
+        snprintf(s->diagnosis, sizeof(s->diagnosis), "%s (%s)", tcomms_last_error(), tcomms_strerror(st));
+        atomic_store_explicit(&s->explained, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 int tc_comm_state_abort(tc_comm_state_t *s)

@@ -34,6 +34,10 @@ int tc_comm_state_report(tc_comm_state_t *s, tcomms_status_t st, const char *fmt
 #endif
     ;
 tcomms_status_t tc_comm_state_failed(tc_comm_state_t *s, const char **msg);
+/* The core's diagnosis of the failure (this thread's last error: which ranks never posted the timed-out operation,
+ * lib/flight_ask.c) stands for the first error's message from now on, as it says more about the same failure (a
+ * backend reported its own words first). Written once; a no-op while the communicator has not failed. */
+void tc_comm_state_explain(tc_comm_state_t *s);
 
 /* Does a backend's error from post() mean the communicator is broken? Bad arguments, a missing feature or a
  * shortage of memory leave it as it was; a failed peer, transport, device or an abort do not. */

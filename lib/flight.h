@@ -63,13 +63,14 @@ void tc_flight_dump(const char *why);
 /* ---- flight_ask.c ---- */
 /* Operation `seq` of `f` ended in a timeout (status `st`, whose message is this thread's last error): ask the
  * other ranks for their records, within a short bound, and replace the message with one that names the ranks that
- * never posted `seq` and where each rank is; the backend's own message is kept at the end. Returns `st`. */
-tcomms_status_t tc_flight_timed_out(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st);
+ * never posted `seq` and where each rank is; the backend's own message is kept at the end. Returns 1 when the
+ * message is now that diagnosis (0: nobody to ask, or asked before). */
+int tc_flight_timed_out(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st);
 /* The backend broke `f`'s communicator (`st`: TCOMMS_ERR_ABORTED or TCOMMS_ERR_TIMEOUT, as an NCCL watchdog
  * reports a timeout to the operations that were not waited for) and this rank does not know which operation timed
  * out: ask as above and name the first operation where the ranks diverge. Other statuses: returns `st` at once.
- * Either of the two asks once per communicator. */
-tcomms_status_t tc_flight_broken(tc_flight_t *f, uint32_t timeout_ms, tcomms_status_t st);
+ * Either of the two asks once per communicator. Returns as tc_flight_timed_out does. */
+int tc_flight_broken(tc_flight_t *f, uint32_t timeout_ms, tcomms_status_t st);
 /* Answer other ranks' questions about this process's records from a thread of its own, on a second connection to
  * the store at addr:port (the built-in store; `root_rank` is this process's rank in the root communicator). NULL
  * when the thread could not start: records are then just not shared. */

@@ -366,7 +366,8 @@ static uint64_t divergence(const reply_t *rep, int n)
 }
 
 /* Ask, build "<what>: <diagnosis> [<backend's message>]" as this thread's error. `seq` 0: find the divergence. */
-static tcomms_status_t diagnose(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st)
+/* 1 when this thread's last error is now the diagnosis, 0 when it stays the backend's. */
+static int diagnose(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st)
 {
     char backend[1024];
     snprintf(backend, sizeof(backend), "%s", tcomms_last_error());
@@ -379,7 +380,7 @@ static tcomms_status_t diagnose(tc_flight_t *f, uint64_t seq, uint32_t timeout_m
         free(rep);
         tc_flight_dump(seq != 0 ? "timeout" : "failure");
         tc_error(st, "%s", backend);
-        return st;
+        return 0;
     }
     gather(f, store, seq, bound, rep);
     tc_flight_unlock_store(f);
@@ -411,19 +412,19 @@ static tcomms_status_t diagnose(tc_flight_t *f, uint64_t seq, uint32_t timeout_m
     tc_error(st, "%s [%s]", msg, backend);
     tc_log(TCOMMS_LOG_ERROR, "core", "%s", msg);
     tc_flight_dump(timed_out ? "timeout" : "failure");
-    return st;
+    return 1;
 }
 
-tcomms_status_t tc_flight_timed_out(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st)
+int tc_flight_timed_out(tc_flight_t *f, uint64_t seq, uint32_t timeout_ms, tcomms_status_t st)
 {
     if (f == NULL || !tc_flight_first_failure(f))
-        return st;
+        return 0;
     return diagnose(f, seq, timeout_ms, st);
 }
 
-tcomms_status_t tc_flight_broken(tc_flight_t *f, uint32_t timeout_ms, tcomms_status_t st)
+int tc_flight_broken(tc_flight_t *f, uint32_t timeout_ms, tcomms_status_t st)
 {
     if (f == NULL || (st != TCOMMS_ERR_ABORTED && st != TCOMMS_ERR_TIMEOUT) || !tc_flight_first_failure(f))
-        return st;
+        return 0;
     return diagnose(f, 0, timeout_ms, st);
 }

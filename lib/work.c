@@ -50,17 +50,23 @@ static int overdue(const tc_posted_t *p)
  * once the backend no longer uses the buffers it was given. */
 static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st, int tested)
 {
+    int diagnosed = 0;
     if (st == TCOMMS_ERR_TIMEOUT && !p->asked && overdue(p)) {
         p->asked = 1;
-        tc_flight_timed_out(p->flight, p->seq, p->timeout_ms, st);
+        diagnosed = tc_flight_timed_out(p->flight, p->seq, p->timeout_ms, st);
     } else if (st == TCOMMS_ERR_ABORTED) {
-        tc_flight_broken(p->flight, p->timeout_ms, st); /* an NCCL watchdog's timeout of another operation */
+        /* an NCCL watchdog's timeout of another operation */
+        diagnosed = tc_flight_broken(p->flight, p->timeout_ms, st);
     }
+    if (diagnosed) /* a backend may have reported the same failure in its own words already */
+        tc_comm_state_explain(p->state);
     if (st == TCOMMS_IN_PROGRESS || (st < 0 && !tested && still_running(p, st)))
         return st;
     tc_flight_mark(p->flight, p->seq, st < 0 ? TC_FLIGHT_FAILED : TC_FLIGHT_COMPLETED);
     if (st < 0)
         tc_comm_state_fail(p->state, st);
+    if (diagnosed) /* recorded just now, from the diagnosis itself or, after a backend's report, replacing it */
+        tc_comm_state_explain(p->state);
     if (p->avg != NULL) {
         tc_wide_avg_end(p->avg, st);
         p->avg = NULL;
