@@ -249,16 +249,14 @@ static void trace(const tcomms_comm_t *comm, const tc_slot_t *slot, const tcomms
 
 /* The first call refused on a broken communicator asks the other ranks where they are, once per communicator, when
  * no wait did (an NCCL watchdog's timeout reaches a program of blocking calls only so), and the answer stands for
- * the backend's report from then on. 1 when it did. */
-static int explain_failure(tcomms_comm_t *comm)
+ * the backend's report from then on. Overwrites this thread's last error. */
+static void explain_failure(tcomms_comm_t *comm)
 {
     const char *msg = NULL;
     tcomms_status_t failed = tc_comm_state_failed(comm->state, &msg);
     tc_error(failed, "%s", msg); /* what the diagnosis keeps in brackets: the backend's words */
-    if (!tc_flight_broken(comm->flight, comm->timeout_ms, failed))
-        return 0;
-    tc_comm_state_explain(comm->state);
-    return 1;
+    if (tc_flight_broken(comm->flight, comm->timeout_ms, failed))
+        tc_comm_state_explain(comm->state);
 }
 
 /* Validate, route by device type, post; then block or hand back a work handle. */
@@ -269,9 +267,10 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     if (work != NULL)
         *work = NULL;
     tcomms_status_t st = tc_comm_check(comm, who, "comm");
-    if (st == TCOMMS_SUCCESS && (st = tc_comm_state_check(comm->state, who)) != TCOMMS_SUCCESS &&
-        explain_failure(comm))
-        st = tc_comm_state_check(comm->state, who);
+    if (st == TCOMMS_SUCCESS && (st = tc_comm_state_check(comm->state, who)) != TCOMMS_SUCCESS) {
+        explain_failure(comm);
+        st = tc_comm_state_check(comm->state, who); /* the message again, with the diagnosis if there is one */
+    }
     if (st != TCOMMS_SUCCESS)
         return st;
     tcomms_device_type_t type = comm->device.type;
