@@ -95,19 +95,17 @@ static tcomms_status_t split_kind(tcomms_comm_t *world, const tcomms_fsdp_layout
     return tcomms_comm_split_color(world, color, key, name, NULL, out);
 }
 
-/* The all-gather duplicates' hints: nccl.cta_policy=zero where the shard communicator's GPU backend is an NCCL
- * that has the setting, so all-gathers into symmetric windows (the runtime's unit buffers on a GPU) run on copy
- * engines and leave every SM to the compute they overlap. NULL elsewhere, and when the user set NCCL_CTA_POLICY,
- * which NCCL applies over any config. */
+/* The all-gather duplicates' hints: nccl.cta_policy=zero where the shard communicator's GPU backend has that
+ * setting (an NCCL of 2.27 or later), so all-gathers into symmetric windows (the runtime's unit buffers on a GPU) run
+ * on copy engines and leave every SM to the compute they overlap. NULL elsewhere ("not applicable", or no module
+ * of that namespace), and where the environment decides it (NCCL_CTA_POLICY, which NCCL applies over any config):
+ * the backend's own report says which, so no backend is named here. */
 static tcomms_status_t ag_hints(tcomms_comm_t *shard, tcomms_hints_t **out)
 {
     *out = NULL;
-    const char *backend = NULL, *env = getenv("NCCL_CTA_POLICY");
-    char value[32] = "";
-    if ((env != NULL && *env != '\0') ||
-        tcomms_comm_backend(shard, TCOMMS_DEVICE_CUDA, &backend) != TCOMMS_SUCCESS || strcmp(backend, "nccl") != 0 ||
-        tcomms_comm_hint(shard, TCOMMS_DEVICE_CUDA, "nccl.cta_policy", value, sizeof(value)) != TCOMMS_SUCCESS ||
-        strcmp(value, "not applicable") == 0) {
+    tcomms_setting_t now;
+    if (tcomms_comm_setting(shard, TCOMMS_DEVICE_CUDA, "nccl.cta_policy", &now) != TCOMMS_SUCCESS ||
+        strcmp(now.value, "not applicable") == 0 || now.source == TCOMMS_SETTING_ENV) {
         tc_error_clear();
         return TCOMMS_SUCCESS;
     }
