@@ -11,7 +11,6 @@
 #include <tcomms/tcomms.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "mrank.h"
 
 #define JOB_S 60
@@ -96,20 +95,14 @@ START_TEST(test_no_invalid_configuration)
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    (void)nbackends; /* ucx only */
+    tcase_add_loop_test(mrank_tcase(s, "tls", JOB_S + 30), test_no_invalid_configuration, 0,
+                        (int)(sizeof(cases) / sizeof(cases[0])));
+}
+
 int main(void)
 {
-    char names[8][32];
-    int n = mrank_backends(names, 8), ucx = 0;
-    for (int i = 0; i < n; i++)
-        ucx |= strcmp(names[i], "ucx") == 0;
-    if (!ucx) {
-        printf("test_ucx_config: the UCX backend is not built, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("ucx_config");
-    TCase *tc = tcase_create("tls");
-    tcase_set_timeout(tc, JOB_S + 30);
-    tcase_add_loop_test(tc, test_no_invalid_configuration, 0, (int)(sizeof(cases) / sizeof(cases[0])));
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("ucx_config", MRANK_UCX, add_tests);
 }
