@@ -4,7 +4,6 @@ if HAVE_CHECK
 check_PROGRAMS += tests/test_concurrent
 TESTS += tests/test_concurrent
 tests_test_concurrent_SOURCES = tests/test_concurrent.c
-tests_test_concurrent_CPPFLAGS = $(mrank_cppflags)
-tests_test_concurrent_CFLAGS = $(mrank_cflags) -pthread
-tests_test_concurrent_LDADD = $(mrank_ldadd) -lpthread
+tests_test_concurrent_CFLAGS = $(test_cflags)
+tests_test_concurrent_LDADD = $(mrank_ldadd)
 endif

@@ -8,21 +8,17 @@ if HAVE_CHECK
 check_PROGRAMS += tests/test_fsdp_layout tests/test_fsdp_runtime tests/test_fsdp_calls tests/test_fsdp_lanes
 TESTS += tests/test_fsdp_layout tests/test_fsdp_runtime tests/test_fsdp_calls tests/test_fsdp_lanes
 tests_test_fsdp_layout_SOURCES = tests/test_fsdp_layout.c
-tests_test_fsdp_layout_CPPFLAGS = $(mrank_cppflags)
-tests_test_fsdp_layout_CFLAGS = $(mrank_cflags)
+tests_test_fsdp_layout_CFLAGS = $(test_cflags)
 # links the core statically: it also checks hidden tc_fsdp_* helpers
-tests_test_fsdp_layout_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
+tests_test_fsdp_layout_LDADD = $(mrank_core_ldadd)
 tests_test_fsdp_runtime_SOURCES = tests/test_fsdp_runtime.c tests/fsdp_case.c tests/fsdp_case.h tests/fsdp_values.h
-tests_test_fsdp_runtime_CPPFLAGS = $(mrank_cppflags)
-tests_test_fsdp_runtime_CFLAGS = $(mrank_cflags)
+tests_test_fsdp_runtime_CFLAGS = $(test_cflags)
 tests_test_fsdp_runtime_LDADD = $(mrank_ldadd)
 tests_test_fsdp_calls_SOURCES = tests/test_fsdp_calls.c tests/fsdp_case.c tests/fsdp_case.h tests/fsdp_values.h
-tests_test_fsdp_calls_CPPFLAGS = $(mrank_cppflags)
-tests_test_fsdp_calls_CFLAGS = $(mrank_cflags)
+tests_test_fsdp_calls_CFLAGS = $(test_cflags)
 tests_test_fsdp_calls_LDADD = $(mrank_ldadd)
 # links the core statically: it swaps the runtime's ops for recording ones (lib/fsdp/rt.h)
 tests_test_fsdp_lanes_SOURCES = tests/test_fsdp_lanes.c tests/fsdp_case.c tests/fsdp_case.h tests/fsdp_values.h
-tests_test_fsdp_lanes_CPPFLAGS = $(mrank_cppflags)
-tests_test_fsdp_lanes_CFLAGS = $(mrank_cflags)
-tests_test_fsdp_lanes_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
+tests_test_fsdp_lanes_CFLAGS = $(test_cflags)
+tests_test_fsdp_lanes_LDADD = $(mrank_core_ldadd)
 endif

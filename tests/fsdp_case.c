@@ -8,13 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "fsdp_case.h"
 #include "fsdp_values.h"
 #include "mrank_world.h"
-
-char backends[MAX_BACKENDS][32];
-int nbackends;
 
 /* The model: three units, odd shapes so padding is exercised, a frozen parameter and a float32 one next to the
  * compute-dtype ones (separate buckets), and two parameters that are expert parameters in expert cases. */
@@ -363,20 +359,5 @@ void run_job(mrank_fn_t fn, int nranks, int backend)
     snprintf(j.log_base, sizeof(j.log_base), "/tmp/tcomms_fsdp_rt_log.%d", (int)getpid());
     int failing = mrank_run(nranks, fn, &j, JOB_S);
     mrank_shared_free((void *)j.counter, sizeof(int));
-    ck_assert_msg(failing == 0, "%d of %d ranks failed on %s", failing, nranks, backends[backend]);
-}
-
-int case_main(const char *name, void (*add)(TCase *tc))
-{
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_%s: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n", name);
-        return 77;
-    }
-    Suite *s = suite_create(name);
-    TCase *tc = tcase_create(name);
-    tcase_set_timeout(tc, JOB_S + 30);
-    add(tc);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    ck_assert_msg(failing == 0, "%d of %d ranks failed on %s", failing, nranks, mrank_backend(backend));
 }

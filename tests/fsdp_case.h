@@ -12,16 +12,11 @@
 
 #include "mrank.h"
 
-#define MAX_BACKENDS 8
 #define OP_TIMEOUT_MS 20000u
 #define JOB_S 60
 #define SCALE 0.5
 #define NPARAMS 8
 #define NUNITS 3
-
-/* TCOMMS_TEST_BACKENDS, read by main */
-extern char backends[MAX_BACKENDS][32];
-extern int nbackends;
 
 /* A parameter of the test model: three units, odd shapes (padding), a frozen parameter, float32 ones beside the
  * compute-dtype ones, two that are expert parameters in expert cases (the table is in tests/fsdp_case.c). */
@@ -92,11 +87,7 @@ typedef struct job {
     volatile int *counter; /* shared, for mrank_host_barrier */
 } job_t;
 
-/* `fn` on `nranks` ranks of backends[backend]; a Check assertion on the ranks that failed. */
+/* `fn` on `nranks` ranks of mrank_backend(backend); a Check assertion on the ranks that failed. */
 void run_job(mrank_fn_t fn, int nranks, int backend);
-
-/* A program's main: read TCOMMS_TEST_BACKENDS (none: say so and return 77, a skip), let `add` put its tests in
- * one test case named `name`, run the suite. */
-int case_main(const char *name, void (*add)(TCase *tc));
 
 #endif

@@ -5,8 +5,7 @@ if HAVE_CHECK
 check_PROGRAMS += tests/test_fsdp_train
 TESTS += tests/test_fsdp_train
 tests_test_fsdp_train_SOURCES = tests/test_fsdp_train.c
-tests_test_fsdp_train_CPPFLAGS = $(mrank_cppflags)
-tests_test_fsdp_train_CFLAGS = $(mrank_cflags)
+tests_test_fsdp_train_CFLAGS = $(test_cflags)
 tests_test_fsdp_train_LDADD = examples/fsdp_mlp/libfsdpmlp.la $(mrank_ldadd)
 
 # The example's default run learns, and its sharded run prints what --reference prints (tests/test_fsdp_example.sh).

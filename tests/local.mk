@@ -1,9 +1,16 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Check tests: unit tests of lib/ link the core convenience library; multi-rank suites (tests/mrank.mk) run every
 # collective on every CPU backend that is built; tests/run.mk tests the launcher.
-unit_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
-unit_cppflags = $(AM_CPPFLAGS)
+
+# The flags every Check program is built with, defined once for all the tests/*.mk fragments. A program names its
+# own _CPPFLAGS only to add to AM_CPPFLAGS, which automake uses where it names none. -pthread: libmrank's aborting
+# thread (tests/mrank_world.c), and Check where its check.pc leaves it out.
+test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) -pthread
+# Unit tests link the core's convenience library (hidden tc_* symbols included); multi-rank suites the harness
+# (tests/mrank.mk) and the shared library, or the harness and the core where they reach hidden symbols too.
 unit_ldadd = lib/libtccore.la $(CHECK_LIBS) -lm
+mrank_ldadd = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS) -lm
+mrank_core_ldadd = tests/libmrank.la $(unit_ldadd)
 
 # Built CPU backends, for the table-driven multi-rank tests.
 TEST_BACKENDS =
@@ -33,48 +40,37 @@ check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
 tests_test_dtype_SOURCES = tests/test_dtype.c
-tests_test_dtype_CFLAGS = $(unit_cflags)
-tests_test_dtype_CPPFLAGS = $(unit_cppflags)
+tests_test_dtype_CFLAGS = $(test_cflags)
 tests_test_dtype_LDADD = $(unit_ldadd)
 tests_test_settings_SOURCES = tests/test_settings.c tests/check_run.h
-tests_test_settings_CFLAGS = $(unit_cflags)
-tests_test_settings_CPPFLAGS = $(unit_cppflags)
+tests_test_settings_CFLAGS = $(test_cflags)
 tests_test_settings_LDADD = $(unit_ldadd)
 tests_test_hints_SOURCES = tests/test_hints.c
-tests_test_hints_CFLAGS = $(unit_cflags)
-tests_test_hints_CPPFLAGS = $(unit_cppflags)
+tests_test_hints_CFLAGS = $(test_cflags)
 tests_test_hints_LDADD = $(unit_ldadd)
 tests_test_env_SOURCES = tests/test_env.c
-tests_test_env_CFLAGS = $(unit_cflags)
-tests_test_env_CPPFLAGS = $(unit_cppflags)
+tests_test_env_CFLAGS = $(test_cflags)
 tests_test_env_LDADD = $(unit_ldadd)
 tests_test_hash_SOURCES = tests/test_hash.c
-tests_test_hash_CFLAGS = $(unit_cflags)
-tests_test_hash_CPPFLAGS = $(unit_cppflags)
+tests_test_hash_CFLAGS = $(test_cflags)
 tests_test_hash_LDADD = $(unit_ldadd)
 tests_test_log_SOURCES = tests/test_log.c
-tests_test_log_CFLAGS = $(unit_cflags)
-tests_test_log_CPPFLAGS = $(unit_cppflags)
+tests_test_log_CFLAGS = $(test_cflags)
 tests_test_log_LDADD = $(unit_ldadd)
 tests_test_error_SOURCES = tests/test_error.c
-tests_test_error_CFLAGS = $(unit_cflags)
-tests_test_error_CPPFLAGS = $(unit_cppflags)
+tests_test_error_CFLAGS = $(test_cflags)
 tests_test_error_LDADD = $(unit_ldadd)
 tests_test_store_SOURCES = tests/test_store.c
-tests_test_store_CFLAGS = $(unit_cflags)
-tests_test_store_CPPFLAGS = $(unit_cppflags)
+tests_test_store_CFLAGS = $(test_cflags)
 tests_test_store_LDADD = $(unit_ldadd)
 tests_test_store_coll_SOURCES = tests/test_store_coll.c
-tests_test_store_coll_CFLAGS = $(unit_cflags)
-tests_test_store_coll_CPPFLAGS = $(unit_cppflags)
+tests_test_store_coll_CFLAGS = $(test_cflags)
 tests_test_store_coll_LDADD = $(unit_ldadd)
 tests_test_store_guard_SOURCES = tests/test_store_guard.c
-tests_test_store_guard_CFLAGS = $(unit_cflags)
-tests_test_store_guard_CPPFLAGS = $(unit_cppflags)
-tests_test_store_guard_LDADD = tests/libmrank.la $(unit_ldadd)
+tests_test_store_guard_CFLAGS = $(test_cflags)
+tests_test_store_guard_LDADD = $(mrank_core_ldadd)
 tests_test_loader_SOURCES = tests/test_loader.c
-tests_test_loader_CFLAGS = $(unit_cflags)
-tests_test_loader_CPPFLAGS = $(unit_cppflags)
+tests_test_loader_CFLAGS = $(test_cflags)
 tests_test_loader_LDADD = $(unit_ldadd)
 
 # The same fake module built eight ways for the loader tests; -rpath makes libtool build real shared objects.
@@ -128,17 +124,14 @@ core_tests = tests/test_bind tests/test_mem tests/test_group
 check_PROGRAMS += $(core_tests)
 TESTS += $(core_tests)
 tests_test_bind_SOURCES = tests/test_bind.c tests/fake_calls.h
-tests_test_bind_CFLAGS = $(unit_cflags)
-tests_test_bind_CPPFLAGS = $(unit_cppflags)
+tests_test_bind_CFLAGS = $(test_cflags)
 tests_test_bind_LDADD = lib/libtcomms.la $(CHECK_LIBS)
 tests_test_mem_SOURCES = tests/test_mem.c tests/fake_calls.h
-tests_test_mem_CFLAGS = $(unit_cflags)
-tests_test_mem_CPPFLAGS = $(unit_cppflags)
-tests_test_mem_LDADD = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS)
+tests_test_mem_CFLAGS = $(test_cflags)
+tests_test_mem_LDADD = $(mrank_ldadd)
 tests_test_group_SOURCES = tests/test_group.c
-tests_test_group_CFLAGS = $(unit_cflags)
-tests_test_group_CPPFLAGS = $(unit_cppflags)
-tests_test_group_LDADD = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS)
+tests_test_group_CFLAGS = $(test_cflags)
+tests_test_group_LDADD = $(mrank_ldadd)
 endif
 
 EXTRA_DIST += tests/check_run.h tests/sh_lib.sh

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Multi-rank test harness (see mrank.h): forks ranks that meet on a loopback port, bounds their time, reaps them
- * all, and gives children a uniform way to report failing cases. The parent polls waitpid every few milliseconds
- * rather than handling SIGCHLD so that it does not disturb Check's own signal handling. */
+/* Multi-rank test harness (see mrank.h): every multi-rank program's main() (mrank_main: the backends under test, the
+ * skip, the suite), and ranks forked to meet on a loopback port, their time bounded, all reaped, with a uniform way
+ * to report failing cases. The parent polls waitpid every few milliseconds rather than handling SIGCHLD so that it
+ * does not disturb Check's own signal handling. */
 #include "mrank.h"
 #include "../tools/run/port.h"
+#include "check_run.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -152,17 +154,21 @@ int mrank_host_barrier(volatile int *counter, int size, int round, int timeout_s
     return 0;
 }
 
-int mrank_backends(char names[][32], int max)
+/* ---- a program's main() ---------------------------------------------------------------------------------------- */
+
+static char backend_names[MRANK_MAX_BACKENDS][32];
+static int nbackends;
+
+/* TCOMMS_TEST_BACKENDS, space- or comma-separated, into backend_names (each at most 31 characters). */
+static int read_backends(void)
 {
     const char *env = getenv("TCOMMS_TEST_BACKENDS");
     int n = 0;
-    if (!env)
-        return 0;
-    while (*env && n < max) {
+    while (env && *env && n < MRANK_MAX_BACKENDS) {
         size_t len = strcspn(env, " ,\t");
-        if (len > 0 && len < 32) {
-            memcpy(names[n], env, len);
-            names[n][len] = '\0';
+        if (len > 0 && len < sizeof backend_names[0]) {
+            memcpy(backend_names[n], env, len);
+            backend_names[n][len] = '\0';
             n++;
         }
         env += len;
@@ -170,6 +176,90 @@ int mrank_backends(char names[][32], int max)
     }
     return n;
 }
+
+int mrank_nbackends(void)
+{
+    return nbackends;
+}
+
+const char *mrank_backend(int i)
+{
+    return i >= 0 && i < nbackends ? backend_names[i] : "";
+}
+
+/* Why `needs` is not met by the backends read, or NULL when it is. */
+static const char *unmet(mrank_needs_t needs)
+{
+    if (needs == MRANK_BACKEND && nbackends == 0)
+        return "TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping";
+    if (needs == MRANK_UCX) {
+        for (int i = 0; i < nbackends; i++)
+            if (strcmp(backend_names[i], "ucx") == 0)
+                return NULL;
+        return "the UCX backend is not built, skipping";
+    }
+    return NULL;
+}
+
+int mrank_main(const char *name, mrank_needs_t needs, void (*add)(Suite *s, int nbackends))
+{
+    nbackends = read_backends();
+    const char *why = unmet(needs);
+    if (why != NULL) {
+        printf("test_%s: %s\n", name, why);
+        return 77; /* automake's SKIP */
+    }
+    if (needs == MRANK_DEFAULT && nbackends == 0) {
+        backend_names[0][0] = '\0';
+        nbackends = 1;
+    }
+    Suite *s = suite_create(name);
+    add(s, nbackends);
+    fflush(stdout); /* what add printed, before Check forks the tests */
+    return check_run(s);
+}
+
+TCase *mrank_tcase(Suite *s, const char *name, int timeout_s)
+{
+    TCase *tc = tcase_create(name);
+    if (timeout_s > 0)
+        tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+int mrank_rank_counts(int min, int max, int counts[])
+{
+    const char *list = getenv("TCOMMS_TEST_RANKS"), *top_env = getenv("TCOMMS_TEST_MAX_RANKS");
+    char *end;
+    int n = 0;
+    if (list && *list) {
+        while (*list && n < max) {
+            long v = strtol(list, &end, 10);
+            if (end == list || v < min || v > max)
+                return -1;
+            counts[n++] = (int)v;
+            list = end + strspn(end, " ,");
+        }
+        return n > 0 ? n : -1;
+    }
+    long top = 4;
+    if (top_env && *top_env) {
+        top = strtol(top_env, &end, 10);
+        if (*end || top < min || top > max)
+            return -1;
+    }
+    for (int v = min; v <= top; v++)
+        counts[n++] = v;
+    return n;
+}
+
+int mrank_job_timeout(int base_s, int nranks)
+{
+    return nranks <= 4 ? base_s : base_s * nranks / 4;
+}
+
+/* ---- ranks ------------------------------------------------------------------------------------------------------ */
 
 /* In the child: set the rank environment, run fn, leave without running the parent's atexit handlers. */
 static void run_child(int rank, int size, int port, pid_t parent, mrank_fn_t fn, void *arg)

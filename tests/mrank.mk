@@ -13,16 +13,12 @@
 # tests/libmrank.la, and use only the public API except where noted.
 # make check runs test_coll on 1-4 ranks and test_ucx_algo on 2-4; `make check-long` runs test_coll on 1-8 and
 # test_ucx_algo on 5-8 (5-8 oversubscribe a small machine).
+# Each program's flags are the common sets of tests/local.mk.
 if HAVE_CHECK
-mrank_cppflags = $(AM_CPPFLAGS)
-mrank_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
-mrank_ldadd = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS) -lm
-
 check_LTLIBRARIES += tests/libmrank.la
 tests_libmrank_la_SOURCES = tests/mrank.c tests/mrank.h tests/mrank_world.c tests/mrank_world.h tests/coll_ref.c \
 	tests/coll_ref.h tools/run/port.c
-tests_libmrank_la_CPPFLAGS = $(mrank_cppflags)
-tests_libmrank_la_CFLAGS = $(mrank_cflags)
+tests_libmrank_la_CFLAGS = $(test_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
 	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
@@ -32,104 +28,86 @@ check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
 tests_test_coll_SOURCES = tests/test_coll.c
-tests_test_coll_CPPFLAGS = $(mrank_cppflags)
-tests_test_coll_CFLAGS = $(mrank_cflags)
+tests_test_coll_CFLAGS = $(test_cflags)
 tests_test_coll_LDADD = $(mrank_ldadd)
 
 tests_test_split_SOURCES = tests/test_split.c tests/split_verify.c tests/split_verify.h
-tests_test_split_CPPFLAGS = $(mrank_cppflags)
-tests_test_split_CFLAGS = $(mrank_cflags)
+tests_test_split_CFLAGS = $(test_cflags)
 tests_test_split_LDADD = $(mrank_ldadd)
 
 # links the core statically: it counts the store's keys
 tests_test_split_agree_SOURCES = tests/test_split_agree.c tests/split_verify.c tests/split_verify.h
-tests_test_split_agree_CPPFLAGS = $(mrank_cppflags)
-tests_test_split_agree_CFLAGS = $(mrank_cflags)
-tests_test_split_agree_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
+tests_test_split_agree_CFLAGS = $(test_cflags)
+tests_test_split_agree_LDADD = $(mrank_core_ldadd)
 
 tests_test_topo_SOURCES = tests/test_topo.c
-tests_test_topo_CPPFLAGS = $(mrank_cppflags)
-tests_test_topo_CFLAGS = $(mrank_cflags)
+tests_test_topo_CFLAGS = $(test_cflags)
 tests_test_topo_LDADD = $(mrank_ldadd)
 
 tests_test_badinput_SOURCES = tests/test_badinput.c
-tests_test_badinput_CPPFLAGS = $(mrank_cppflags)
-tests_test_badinput_CFLAGS = $(mrank_cflags)
+tests_test_badinput_CFLAGS = $(test_cflags)
 tests_test_badinput_LDADD = $(mrank_ldadd)
 
 # peer_death_prog is started by tcomms-run from the test; its path is compiled in (TCOMMS_TEST_PEER_DEATH_PROG
 # overrides it).
 tests_test_peer_death_SOURCES = tests/test_peer_death.c
 tests_test_peer_death_CPPFLAGS = $(AM_CPPFLAGS) -DPEER_DEATH_PROG='"$(abs_top_builddir)/tests/peer_death_prog"'
-tests_test_peer_death_CFLAGS = $(mrank_cflags)
+tests_test_peer_death_CFLAGS = $(test_cflags)
 tests_test_peer_death_LDADD = $(mrank_ldadd)
 
 tests_test_store_reset_SOURCES = tests/test_store_reset.c
-tests_test_store_reset_CPPFLAGS = $(mrank_cppflags)
-tests_test_store_reset_CFLAGS = $(mrank_cflags)
+tests_test_store_reset_CFLAGS = $(test_cflags)
 tests_test_store_reset_LDADD = $(mrank_ldadd)
 
 tests_test_store_flood_SOURCES = tests/test_store_flood.c
-tests_test_store_flood_CPPFLAGS = $(mrank_cppflags)
-tests_test_store_flood_CFLAGS = $(mrank_cflags)
+tests_test_store_flood_CFLAGS = $(test_cflags)
 tests_test_store_flood_LDADD = $(mrank_ldadd)
 
 tests_test_ucx_config_SOURCES = tests/test_ucx_config.c
-tests_test_ucx_config_CPPFLAGS = $(mrank_cppflags)
-tests_test_ucx_config_CFLAGS = $(mrank_cflags)
+tests_test_ucx_config_CFLAGS = $(test_cflags)
 tests_test_ucx_config_LDADD = $(mrank_ldadd)
 
 tests_test_ucx_algo_SOURCES = tests/test_ucx_algo.c
-tests_test_ucx_algo_CPPFLAGS = $(mrank_cppflags)
-tests_test_ucx_algo_CFLAGS = $(mrank_cflags)
+tests_test_ucx_algo_CFLAGS = $(test_cflags)
 tests_test_ucx_algo_LDADD = $(mrank_ldadd)
 
 tests_test_flight_SOURCES = tests/test_flight.c
-tests_test_flight_CPPFLAGS = $(mrank_cppflags)
-tests_test_flight_CFLAGS = $(mrank_cflags)
+tests_test_flight_CFLAGS = $(test_cflags)
 tests_test_flight_LDADD = $(mrank_ldadd)
 
 tests_test_mismatch_SOURCES = tests/test_mismatch.c
-tests_test_mismatch_CPPFLAGS = $(mrank_cppflags)
-tests_test_mismatch_CFLAGS = $(mrank_cflags)
+tests_test_mismatch_CFLAGS = $(test_cflags)
 tests_test_mismatch_LDADD = $(mrank_ldadd)
 
 tests_test_away_SOURCES = tests/test_away.c
-tests_test_away_CPPFLAGS = $(mrank_cppflags)
-tests_test_away_CFLAGS = $(mrank_cflags)
+tests_test_away_CFLAGS = $(test_cflags)
 tests_test_away_LDADD = $(mrank_ldadd)
 
 # links the core statically: it counts the store's keys
 tests_test_call_check_SOURCES = tests/test_call_check.c
-tests_test_call_check_CPPFLAGS = $(mrank_cppflags)
-tests_test_call_check_CFLAGS = $(mrank_cflags)
-tests_test_call_check_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
+tests_test_call_check_CFLAGS = $(test_cflags)
+tests_test_call_check_LDADD = $(mrank_core_ldadd)
 
 tests_peer_death_prog_SOURCES = tests/peer_death_prog.c
-tests_peer_death_prog_CPPFLAGS = $(mrank_cppflags)
-tests_peer_death_prog_CFLAGS = $(mrank_cflags)
+tests_peer_death_prog_CFLAGS = $(test_cflags)
 tests_peer_death_prog_LDADD = lib/libtcomms.la $(CHECK_LIBS)
 
 tests_test_abort_SOURCES = tests/test_abort.c
-tests_test_abort_CPPFLAGS = $(mrank_cppflags)
-tests_test_abort_CFLAGS = $(mrank_cflags) -pthread
-tests_test_abort_LDADD = $(mrank_ldadd) -lpthread
+tests_test_abort_CFLAGS = $(test_cflags)
+tests_test_abort_LDADD = $(mrank_ldadd)
 
 tests_test_lifetime_SOURCES = tests/test_lifetime.c
-tests_test_lifetime_CPPFLAGS = $(mrank_cppflags)
-tests_test_lifetime_CFLAGS = $(mrank_cflags)
+tests_test_lifetime_CFLAGS = $(test_cflags)
 tests_test_lifetime_LDADD = $(mrank_ldadd)
 
 tests_test_handles_SOURCES = tests/test_handles.c
-tests_test_handles_CPPFLAGS = $(mrank_cppflags)
-tests_test_handles_CFLAGS = $(mrank_cflags)
+tests_test_handles_CFLAGS = $(test_cflags)
 tests_test_handles_LDADD = $(mrank_ldadd)
 
 # links the core statically: it tests tc_mean_from_words too
 tests_test_avg_SOURCES = tests/test_avg.c
-tests_test_avg_CPPFLAGS = $(mrank_cppflags)
-tests_test_avg_CFLAGS = $(mrank_cflags)
-tests_test_avg_LDADD = tests/libmrank.la lib/libtccore.la $(CHECK_LIBS) -lm
+tests_test_avg_CFLAGS = $(test_cflags)
+tests_test_avg_LDADD = $(mrank_core_ldadd)
 
 # The same table on 1 to 8 ranks, every CPU backend, and the UCX algorithms forced on 5 to 8 ranks; not part of
 # make check (minutes on 2 cores).

@@ -11,9 +11,8 @@ check_PROGRAMS += tests/test_perf
 TESTS += tests/test_perf
 
 tests_test_perf_SOURCES = tests/test_perf.c
-tests_test_perf_CPPFLAGS = $(AM_CPPFLAGS)
-tests_test_perf_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_test_perf_LDADD = $(CHECK_LIBS) -lm
+tests_test_perf_CFLAGS = $(test_cflags)
+tests_test_perf_LDADD = tests/libmrank.la $(CHECK_LIBS) -lm
 
 # -rpath makes libtool build a real shared object (in tests/.libs), which tcomms-perf dlopens by path.
 check_LTLIBRARIES += tests/perf_cudart.la

@@ -7,9 +7,7 @@ check_PROGRAMS += tests/test_run tests/run_child
 TESTS += tests/test_run
 
 tests_test_run_SOURCES = tests/test_run.c tests/run_harness.c tests/run_harness.h
-tests_test_run_CPPFLAGS = $(AM_CPPFLAGS)
-tests_test_run_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_run_CFLAGS = $(test_cflags)
 tests_test_run_LDADD = $(CHECK_LIBS)
 tests_run_child_SOURCES = tests/run_child.c
-tests_run_child_CPPFLAGS = $(AM_CPPFLAGS)
 endif

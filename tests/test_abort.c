@@ -9,16 +9,13 @@
  *   (c) an abort of a split child leaves the parent working, and an abort of the parent leaves its child working.
  * The reference for every "works" is an all_reduce whose sum is known in advance. */
 #include <check.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <tcomms/tcomms.h>
 
-#include "check_run.h"
 #include "mrank.h"
 #include "mrank_world.h"
 
-#define MAX_BACKENDS 8
 #define COMM_TIMEOUT_MS 20000u /* far beyond the test's bounds: only the abort can end rank 0's wait in time */
 #define PEER_TIMEOUT_MS 3000u  /* rank 1's operation after the abort */
 #define PEER_SLACK_S 5.0
@@ -35,16 +32,6 @@ typedef struct abort_case {
     int kind;
     volatile int *barrier; /* shared by the ranks (mrank_shared_alloc) */
 } abort_case_t;
-
-static int backends(char names[MAX_BACKENDS][32])
-{
-    int n = mrank_backends(names, MAX_BACKENDS);
-    if (n == 0) {
-        names[0][0] = '\0'; /* the library's default */
-        n = 1;
-    }
-    return n;
-}
 
 /* An all_reduce of `rank + 1` over `size` ranks must give size * (size + 1) / 2. */
 static int sum_works(tcomms_comm_t *comm, int rank, int size, const char *what)
@@ -89,23 +76,6 @@ static int later_calls_refused(tcomms_comm_t *comm, int rank)
 
 /* ---- (a) abort while another thread waits -------------------------------------------------------------------- */
 
-typedef struct aborter {
-    tcomms_comm_t *comm;
-    double at; /* when tcomms_comm_abort was called */
-    double took;
-    tcomms_status_t st;
-} aborter_t;
-
-static void *abort_later(void *arg)
-{
-    aborter_t *a = arg;
-    mrank_sleep_ms(ABORT_AFTER_MS);
-    a->at = mrank_now();
-    a->st = tcomms_comm_abort(a->comm);
-    a->took = mrank_now() - a->at;
-    return NULL;
-}
-
 /* Rank 0's wait on `kind`, with the handle (if any) left in *w for the caller to check after destroy. */
 static tcomms_status_t wait_on(tcomms_comm_t *comm, int kind, int32_t *x, int32_t *y, tcomms_work_t **w)
 {
@@ -124,9 +94,8 @@ static tcomms_status_t wait_on(tcomms_comm_t *comm, int kind, int32_t *x, int32_
 static int stalled_rank0(tcomms_comm_t *comm, const abort_case_t *ac)
 {
     int fails = 0;
-    aborter_t a = {comm, 0, 0, TCOMMS_SUCCESS};
-    pthread_t th;
-    if (pthread_create(&th, NULL, abort_later, &a) != 0)
+    mrank_aborter_t a;
+    if (mrank_abort_later(&a, comm, ABORT_AFTER_MS) != 0)
         return mrank_failf("FAIL rank 0: pthread_create");
     int32_t x = 1, y = 0;
     tcomms_work_t *w = NULL;
@@ -134,7 +103,7 @@ static int stalled_rank0(tcomms_comm_t *comm, const abort_case_t *ac)
     double back = mrank_now();
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tcomms_last_error());
-    pthread_join(th, NULL);
+    mrank_abort_join(&a);
     const char *what = wait_names[ac->kind];
     if (a.st != TCOMMS_SUCCESS)
         fails += mrank_failf("FAIL rank 0: tcomms_comm_abort returned %d", a.st);
@@ -211,11 +180,9 @@ static int stalled(int rank, int size, void *arg)
 /* _i runs over (backend, wait kind). */
 START_TEST(abort_ends_a_stalled_wait)
 {
-    char names[MAX_BACKENDS][32];
-    backends(names);
     abort_case_t *ac = mrank_shared_alloc(sizeof(*ac) + 64);
     ck_assert_ptr_nonnull(ac);
-    snprintf(ac->backend, sizeof ac->backend, "%s", names[_i / WAIT_KINDS]);
+    snprintf(ac->backend, sizeof ac->backend, "%s", mrank_backend(_i / WAIT_KINDS));
     ac->kind = _i % WAIT_KINDS;
     ac->barrier = (volatile int *)(ac + 1);
     int failing = mrank_run(2, stalled, ac, 90);
@@ -257,10 +224,8 @@ static int idle(int rank, int size, void *arg)
 
 START_TEST(abort_with_nothing_pending)
 {
-    char names[MAX_BACKENDS][32];
-    backends(names);
     abort_case_t ac = {.kind = -1};
-    snprintf(ac.backend, sizeof ac.backend, "%s", names[_i]);
+    snprintf(ac.backend, sizeof ac.backend, "%s", mrank_backend(_i));
     int failing = mrank_run(2, idle, &ac, 60);
     ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", ac.backend, failing);
 }
@@ -281,14 +246,13 @@ static int family(int rank, int size, void *arg)
     if (st != TCOMMS_SUCCESS)
         return mrank_failf("FAIL rank %d: split: %d (%s)", rank, st, tcomms_last_error());
     if (rank == 0) { /* a receive rank 1 never matches, ended by an abort of the child from another thread */
-        aborter_t a = {doomed, 0, 0, TCOMMS_SUCCESS};
-        pthread_t th;
-        if (pthread_create(&th, NULL, abort_later, &a) != 0)
+        mrank_aborter_t a;
+        if (mrank_abort_later(&a, doomed, ABORT_AFTER_MS) != 0)
             return mrank_failf("FAIL rank 0: pthread_create");
         int32_t y = 0;
         st = tcomms_recv(doomed, &y, 1, TCOMMS_INT32, 1, NULL, NULL);
         double back = mrank_now();
-        pthread_join(th, NULL);
+        mrank_abort_join(&a);
         if (st != TCOMMS_ERR_ABORTED || back - a.at > PROMPT_S)
             fails += mrank_failf("FAIL rank 0: the child's recv returned %d %.2f s after the abort (%s)", st,
                                  back - a.at, tcomms_last_error());
@@ -312,11 +276,9 @@ static int family(int rank, int size, void *arg)
 
 START_TEST(abort_spares_parent_and_children)
 {
-    char names[MAX_BACKENDS][32];
-    backends(names);
     abort_case_t *ac = mrank_shared_alloc(sizeof(*ac) + 64);
     ck_assert_ptr_nonnull(ac);
-    snprintf(ac->backend, sizeof ac->backend, "%s", names[_i]);
+    snprintf(ac->backend, sizeof ac->backend, "%s", mrank_backend(_i));
     ac->barrier = (volatile int *)(ac + 1);
     int failing = mrank_run(2, family, ac, 90);
     ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", ac->backend, failing);
@@ -324,16 +286,16 @@ START_TEST(abort_spares_parent_and_children)
 }
 END_TEST
 
-int main(void)
+/* With no backend listed, the tests run once on the library's default. */
+static void add_tests(Suite *s, int n)
 {
-    char names[MAX_BACKENDS][32];
-    int n = backends(names);
-    Suite *s = suite_create("abort");
-    TCase *tc = tcase_create("mrank");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = mrank_tcase(s, "mrank", 120);
     tcase_add_loop_test(tc, abort_ends_a_stalled_wait, 0, n * WAIT_KINDS);
     tcase_add_loop_test(tc, abort_with_nothing_pending, 0, n);
     tcase_add_loop_test(tc, abort_spares_parent_and_children, 0, n);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("abort", MRANK_DEFAULT, add_tests);
 }

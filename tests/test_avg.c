@@ -11,19 +11,14 @@
 #include <tcomms/tcomms.h>
 
 #include "avg.h"
-#include "check_run.h"
 #include "mrank.h"
 #include "mrank_world.h"
 
-#define MAX_BACKENDS 8
 #define JOB_S 120
 #define OP_TIMEOUT_MS 20000u
 #define N 37    /* all_reduce and reduce elements */
 #define BLOCK 5 /* reduce_scatter elements a rank */
 #define GUARD 3 /* elements past each result that must stay untouched */
-
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 static const tcomms_dtype_t dtypes[] = {TCOMMS_INT8, TCOMMS_UINT8, TCOMMS_INT32, TCOMMS_INT64};
 #define NDT ((int)(sizeof dtypes / sizeof dtypes[0]))
@@ -217,10 +212,10 @@ static int avg_rank(int rank, int size, void *arg)
 
 START_TEST(exact_mean)
 {
-    for (int b = 0; b < nbackends; b++)
+    for (int b = 0; b < mrank_nbackends(); b++)
         for (int size = 2; size <= 3; size++) {
-            int failing = mrank_run(size, avg_rank, backends[b], JOB_S);
-            ck_assert_msg(failing == 0, "%s, %d ranks: %d rank(s) failed (see the lines above)", backends[b], size,
+            int failing = mrank_run(size, avg_rank, (void *)mrank_backend(b), JOB_S);
+            ck_assert_msg(failing == 0, "%s, %d ranks: %d rank(s) failed (see the lines above)", mrank_backend(b), size,
                           failing);
         }
 }
@@ -249,14 +244,14 @@ START_TEST(mean_from_words)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    Suite *s = suite_create("avg");
-    TCase *tc = tcase_create("avg");
-    tcase_set_timeout(tc, 2 * JOB_S * (nbackends ? nbackends : 1) + 30);
+    TCase *tc = mrank_tcase(s, "avg", 2 * JOB_S * (nbackends ? nbackends : 1) + 30);
     tcase_add_test(tc, mean_from_words);
     tcase_add_test(tc, exact_mean);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("avg", MRANK_ANY, add_tests);
 }

@@ -12,18 +12,14 @@
 #include <string.h>
 #include <tcomms/tcomms.h>
 
-#include "check_run.h"
 #include "mrank.h"
 
-#define MAX_BACKENDS 8
 #define ROUNDS 300
 #define P2P_BYTES ((1u << 20) + 3)
 #define GATHER_BYTES (256u << 10)
 #define OP_TIMEOUT_MS 4000u /* a stuck send shows as a wait past AWAY_BOUND_S, or this timeout */
 #define AWAY_BOUND_S 1.0
 #define JOB_S 100
-
-static char backends[MAX_BACKENDS][32];
 
 typedef struct shared {
     int backend, nranks;
@@ -95,7 +91,7 @@ static tcomms_comm_t *open_comm(int rank, const char *backend)
 static int away_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    tcomms_comm_t *comm = open_comm(rank, backends[sh->backend]);
+    tcomms_comm_t *comm = open_comm(rank, mrank_backend(sh->backend));
     if (comm == NULL)
         return 1;
     unsigned char *out = malloc(P2P_BYTES), *in = malloc(P2P_BYTES), *mine = malloc(GATHER_BYTES);
@@ -145,7 +141,7 @@ static int away_rank(int rank, int size, void *arg)
     }
     if (!(out && in && mine && all))
         fails += mrank_failf("FAIL rank %d: out of memory", rank);
-    mrank_logf("test_away: %s, %d ranks, rank %d: longest wait %.3f s", backends[sh->backend], size, rank, worst);
+    mrank_logf("test_away: %s, %d ranks, rank %d: longest wait %.3f s", mrank_backend(sh->backend), size, rank, worst);
     free(out);
     free(in);
     free(mine);
@@ -227,7 +223,7 @@ static int flood_rank(int rank, int size, void *arg)
 {
     (void)size;
     shared_t *sh = arg;
-    tcomms_comm_t *comm = open_comm(rank, backends[sh->backend]);
+    tcomms_comm_t *comm = open_comm(rank, mrank_backend(sh->backend));
     if (comm == NULL)
         return 1;
     unsigned char *big = malloc(P2P_BYTES), *msgs = malloc((size_t)FLOOD_MSGS * FLOOD_BYTES);
@@ -236,7 +232,7 @@ static int flood_rank(int rank, int size, void *arg)
     for (int round = 1; round <= FLOOD_ROUNDS && fails == 0; round++)
         fails += flood_round(comm, rank, round, big, msgs, &worst);
     if (rank == 0)
-        mrank_logf("test_away: %s, flooded sender: longest send %.3f s", backends[sh->backend], worst);
+        mrank_logf("test_away: %s, flooded sender: longest send %.3f s", mrank_backend(sh->backend), worst);
     free(big);
     free(msgs);
     tcomms_comm_destroy(comm);
@@ -249,7 +245,7 @@ START_TEST(flooded_sender_completes_while_the_receiver_is_away)
     ck_assert_ptr_nonnull(sh);
     sh->backend = _i;
     int failing = mrank_run(3, flood_rank, sh, JOB_S);
-    ck_assert_msg(failing == 0, "%s, flooded sender: %d rank(s) failed (see stderr)", backends[_i], failing);
+    ck_assert_msg(failing == 0, "%s, flooded sender: %d rank(s) failed (see stderr)", mrank_backend(_i), failing);
     mrank_shared_free(sh, sizeof *sh);
 }
 END_TEST
@@ -261,24 +257,20 @@ START_TEST(sends_complete_while_the_receiver_is_away)
     sh->backend = _i / 2;
     sh->nranks = 3 + _i % 2;
     int failing = mrank_run(sh->nranks, away_rank, sh, JOB_S);
-    ck_assert_msg(failing == 0, "%s on %d ranks: %d rank(s) failed (see stderr)", backends[_i / 2], sh->nranks,
+    ck_assert_msg(failing == 0, "%s on %d ranks: %d rank(s) failed (see stderr)", mrank_backend(_i / 2), sh->nranks,
                   failing);
     mrank_shared_free(sh, sizeof *sh);
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    TCase *tc = mrank_tcase(s, "away", JOB_S + 10);
+    tcase_add_loop_test(tc, sends_complete_while_the_receiver_is_away, 0, 2 * nbackends);
+    tcase_add_loop_test(tc, flooded_sender_completes_while_the_receiver_is_away, 0, nbackends);
+}
+
 int main(void)
 {
-    int n = mrank_backends(backends, MAX_BACKENDS);
-    if (n == 0) {
-        printf("test_away: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("away");
-    TCase *tc = tcase_create("away");
-    tcase_set_timeout(tc, JOB_S + 10);
-    tcase_add_loop_test(tc, sends_complete_while_the_receiver_is_away, 0, 2 * n);
-    tcase_add_loop_test(tc, flooded_sender_completes_while_the_receiver_is_away, 0, n);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("away", MRANK_BACKEND, add_tests);
 }

@@ -11,16 +11,13 @@
 #include <tcomms/tcomms.h>
 
 #include "mrank.h"
-#include "check_run.h"
 
-static char backends[8][32];
-static int nbackends;
 static tcomms_comm_t *comm;
 static double buf_a[16], buf_b[16];
 
 static const char *test_backend(void)
 {
-    return nbackends > 0 ? backends[0] : NULL;
+    return mrank_nbackends() > 0 ? mrank_backend(0) : NULL;
 }
 
 /* `needles` holds alternatives separated by '|'; the message must contain one of them (case-insensitive). */
@@ -474,12 +471,10 @@ START_TEST(bad_names)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    nbackends = mrank_backends(backends, 8);
-    Suite *s = suite_create("badinput");
-    TCase *ops = tcase_create("ops");
-    tcase_set_timeout(ops, 30);
+    (void)nbackends; /* the first backend listed, or the library's default (test_backend) */
+    TCase *ops = mrank_tcase(s, "ops", 30);
     tcase_add_checked_fixture(ops, setup, teardown);
     tcase_add_test(ops, null_comm);
     tcase_add_test(ops, null_buffers);
@@ -493,9 +488,7 @@ int main(void)
     tcase_add_test(ops, bad_op_opts);
     tcase_add_test(ops, comm_queries);
     tcase_add_test(ops, bad_split_lists);
-    suite_add_tcase(s, ops);
-    TCase *create = tcase_create("create");
-    tcase_set_timeout(create, 60);
+    TCase *create = mrank_tcase(s, "create", 60);
     tcase_add_test(create, unknown_backend);
     tcase_add_test(create, unknown_param_bits);
     tcase_add_test(create, empty_backend);
@@ -503,13 +496,14 @@ int main(void)
     tcase_add_test(create, min_ctas_above_max_ctas);
     tcase_add_test(create, bad_env);
     tcase_add_test(create, all_gather_size_overflow);
-    suite_add_tcase(s, create);
-    TCase *plain = tcase_create("no_comm");
-    tcase_set_timeout(plain, 10);
+    TCase *plain = mrank_tcase(s, "no_comm", 10);
     tcase_add_test(plain, bad_hints);
     tcase_add_test(plain, malformed_hint_specs);
     tcase_add_test(plain, bad_names);
     tcase_add_test(plain, coll_info_rows);
-    suite_add_tcase(s, plain);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("badinput", MRANK_ANY, add_tests);
 }

@@ -11,19 +11,15 @@
 #include <string.h>
 #include <tcomms/tcomms.h>
 
-#include "check_run.h"
 #include "comm.h"
 #include "mrank.h"
 
 #define NRANKS 3
-#define MAX_BACKENDS 8
 #define N 1000
 #define TIMEOUT_MS 20000u
 #define MISSING_TIMEOUT_MS 1500u /* the call a rank never makes */
 #define SLACK_S 4.0              /* verdict margin (2 s) and scheduling */
 #define JOB_S 60
-
-static char backends[MAX_BACKENDS][32];
 
 typedef struct shared {
     int backend;
@@ -177,7 +173,7 @@ static int check_rank(int rank, int size, void *arg)
     setenv("TCOMMS_CHECK_CALLS", "1", 1);
     tcomms_comm_params_t p = {0};
     p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backends[sh->backend];
+    p.backend = mrank_backend(sh->backend);
     p.timeout_ms = TIMEOUT_MS;
     tcomms_comm_t *comm = NULL;
     if (tcomms_comm_create(&p, &comm) != TCOMMS_SUCCESS)
@@ -233,7 +229,7 @@ START_TEST(check_calls)
     sh->backend = _i;
     int failing = mrank_run(NRANKS, check_rank, sh, JOB_S);
     mrank_shared_free(sh, sizeof *sh);
-    ck_assert_msg(failing == 0, "%s: %d rank(s) failed or died (see stderr)", backends[_i], failing);
+    ck_assert_msg(failing == 0, "%s: %d rank(s) failed or died (see stderr)", mrank_backend(_i), failing);
 }
 END_TEST
 
@@ -250,25 +246,25 @@ START_TEST(bad_env)
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    TCase *tc = mrank_tcase(s, "check", JOB_S + 10);
+    tcase_add_test(tc, bad_env);
+    if (nbackends > 0)
+        tcase_add_loop_test(tc, check_calls, 0, nbackends);
+    else
+        printf("test_call_check: TCOMMS_TEST_BACKENDS is empty: the multi-rank cases are skipped\n");
+}
+
 int main(void)
 {
-    int nbackends = mrank_backends(backends, MAX_BACKENDS);
     in = calloc((size_t)NRANKS * 2 * N, sizeof(double));
     out = calloc((size_t)NRANKS * 2 * N, sizeof(double));
     if (in == NULL || out == NULL) {
         printf("test_call_check: out of memory\n");
         return 1;
     }
-    Suite *s = suite_create("check");
-    TCase *tc = tcase_create("check");
-    tcase_set_timeout(tc, JOB_S + 10);
-    tcase_add_test(tc, bad_env);
-    if (nbackends > 0)
-        tcase_add_loop_test(tc, check_calls, 0, nbackends);
-    else
-        printf("test_call_check: TCOMMS_TEST_BACKENDS is empty: the multi-rank cases are skipped\n");
-    suite_add_tcase(s, tc);
-    int rc = check_run(s);
+    int rc = mrank_main("call_check", MRANK_ANY, add_tests);
     free(in);
     free(out);
     return rc;

@@ -11,7 +11,6 @@
 #include <tcomms/tcomms.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "coll_ref.h"
 #include "mrank.h"
 
@@ -25,15 +24,12 @@
 #define TEST_DEVICE TCOMMS_DEVICE_CPU
 #endif
 
-#define MAX_BACKENDS 8
 #define MAX_RANKS REF_MAX_RANKS /* the most ranks a job may have; TCOMMS_TEST_MAX_RANKS picks (default 4) */
 #define OP_TIMEOUT_MS 20000u /* a rank that stopped early makes the others fail after this, not hang */
-#define JOB_TIMEOUT_S 170    /* per job up to 4 ranks; oversubscribed jobs get more (job_timeout) */
+#define JOB_TIMEOUT_S 170    /* per job up to 4 ranks; oversubscribed jobs get more (mrank_job_timeout) */
 #define NDTYPES ((int)TCOMMS_DTYPE_COUNT)
 #define NOPS ((int)TCOMMS_OP_COUNT)
 
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 static const size_t counts[] = {0, 1, 7, 13};
 #define NCOUNTS ((int)(sizeof counts / sizeof counts[0]))
 
@@ -736,7 +732,7 @@ static int run_table(ctx_t *x)
 
 static int coll_rank(int rank, int size, void *arg)
 {
-    const char *backend = backends[((int *)arg)[0]];
+    const char *backend = mrank_backend(((int *)arg)[0]);
     ctx_t x = {.rank = rank, .size = size, .shared = (volatile int *)((int *)arg + 1)};
     tcomms_comm_params_t p = {0};
     p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
@@ -769,41 +765,9 @@ static int coll_rank(int rank, int size, void *arg)
     return fails;
 }
 
-/* The rank counts to run: TCOMMS_TEST_RANKS ("2 4"), else 1..TCOMMS_TEST_MAX_RANKS (default 4). */
+/* The rank counts to run (mrank_rank_counts): 1 to 4 unless TCOMMS_TEST_RANKS or TCOMMS_TEST_MAX_RANKS say. */
 static int rank_counts[MAX_RANKS];
 static int nrank_counts;
-
-static int parse_rank_counts(void)
-{
-    const char *list = getenv("TCOMMS_TEST_RANKS");
-    const char *max_env = getenv("TCOMMS_TEST_MAX_RANKS");
-    char *end;
-    if (list && *list) {
-        while (*list && nrank_counts < MAX_RANKS) {
-            long v = strtol(list, &end, 10);
-            if (end == list || v < 1 || v > MAX_RANKS)
-                return -1;
-            rank_counts[nrank_counts++] = (int)v;
-            list = end + strspn(end, " ,");
-        }
-        return nrank_counts > 0 ? 0 : -1;
-    }
-    long max = 4;
-    if (max_env && *max_env) {
-        max = strtol(max_env, &end, 10);
-        if (*end || max < 1 || max > MAX_RANKS)
-            return -1;
-    }
-    for (int n = 1; n <= max; n++)
-        rank_counts[nrank_counts++] = n;
-    return 0;
-}
-
-/* Oversubscribed jobs (more ranks than 4) run slower on a 2-core machine. */
-static int job_timeout(int nranks)
-{
-    return nranks <= 4 ? JOB_TIMEOUT_S : JOB_TIMEOUT_S * nranks / 4;
-}
 
 START_TEST(test_coll_table)
 {
@@ -812,15 +776,15 @@ START_TEST(test_coll_table)
     int *arg = mrank_shared_alloc(4096);
     ck_assert_ptr_nonnull(arg);
     arg[0] = b;
-    int failing = mrank_run(nranks, coll_rank, arg, job_timeout(nranks));
+    int failing = mrank_run(nranks, coll_rank, arg, mrank_job_timeout(JOB_TIMEOUT_S, nranks));
     mrank_shared_free(arg, 4096);
-    ck_assert_msg(failing == 0, "%s on %d rank(s): %d rank(s) failed (see stderr)", backends[b], nranks, failing);
+    ck_assert_msg(failing == 0, "%s on %d rank(s): %d rank(s) failed (see stderr)", mrank_backend(b), nranks, failing);
 }
 END_TEST
 
 #ifdef TC_TEST_CUDA
 /* One backend, nccl, and only as many ranks as GPUs; no GPU is a skip. */
-static int pick_backends(void)
+static int pick_gpus(void)
 {
     char why[256] = "";
     gpu_count = gpu_probe(why, sizeof why);
@@ -839,40 +803,31 @@ static int pick_backends(void)
     nrank_counts = kept;
     if (nrank_counts == 0)
         return -1;
-    snprintf(backends[0], sizeof backends[0], "nccl");
-    nbackends = 1;
     printf("test_coll_cuda: %d GPU(s), libnccl.so.2 version code %d\n", gpu_count, gpu_nccl_version());
-    return 0;
-}
-#else
-static int pick_backends(void)
-{
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_coll: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return -1;
-    }
     return 0;
 }
 #endif
 
+static void add_tests(Suite *s, int nbackends)
+{
+    int most = 0; /* ranks of the largest job, which may take longest */
+    for (int k = 0; k < nrank_counts; k++)
+        most = rank_counts[k] > most ? rank_counts[k] : most;
+    tcase_add_loop_test(mrank_tcase(s, "table", mrank_job_timeout(JOB_TIMEOUT_S, most) + 30), test_coll_table, 0,
+                        nbackends * nrank_counts);
+}
+
 int main(void)
 {
-    if (parse_rank_counts() != 0) {
+    if ((nrank_counts = mrank_rank_counts(1, MAX_RANKS, rank_counts)) < 0) {
         fprintf(stderr, "test_coll: TCOMMS_TEST_RANKS / TCOMMS_TEST_MAX_RANKS must be rank counts in 1..%d\n",
                 MAX_RANKS);
         return EXIT_FAILURE;
     }
-    if (pick_backends() != 0)
+#ifdef TC_TEST_CUDA
+    if (pick_gpus() != 0)
         return 77;
-    fflush(stdout);
-    int longest = job_timeout(rank_counts[0]);
-    for (int k = 1; k < nrank_counts; k++)
-        longest = job_timeout(rank_counts[k]) > longest ? job_timeout(rank_counts[k]) : longest;
-    Suite *s = suite_create("coll");
-    TCase *tc = tcase_create("table");
-    tcase_set_timeout(tc, longest + 30);
-    tcase_add_loop_test(tc, test_coll_table, 0, nbackends * nrank_counts);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    setenv("TCOMMS_TEST_BACKENDS", "nccl", 1); /* the one backend under test, as mrank_main reads it */
+#endif
+    return mrank_main("coll", MRANK_BACKEND, add_tests);
 }

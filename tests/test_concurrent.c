@@ -12,10 +12,8 @@
 #include <tcomms/tcomms.h>
 
 #include "mrank.h"
-#include "check_run.h"
 #include "mrank_world.h"
 
-#define MAX_BACKENDS 8
 #define MIN_RANKS 2
 #define MAX_RANKS 4
 #define JOB_TIMEOUT_S 120
@@ -23,9 +21,6 @@
 #define BIG 24576 /* floats: 96 KiB, above the 64 KiB "large collective" line */
 #define SMALL 7
 #define BURST 12
-
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 /* The value rank r contributes at index i in round k: small integers, so float sums are exact. */
 static float val(int r, size_t i, int k)
@@ -183,7 +178,7 @@ static const char *const kind_names[T_KINDS] = {"interleaved", "burst", "threade
 static int concurrent_rank(int rank, int size, void *arg)
 {
     const int *a = arg;
-    const char *backend = backends[a[0]];
+    const char *backend = mrank_backend(a[0]);
     kind_t kind = (kind_t)a[1];
     tcomms_comm_t *world = mrank_world(backend, OP_TIMEOUT_MS, rank);
     if (world == NULL)
@@ -229,22 +224,18 @@ START_TEST(test_concurrent)
     arg[1] = kind;
     int failing = mrank_run(nranks, concurrent_rank, arg, JOB_TIMEOUT_S);
     mrank_shared_free(arg, 4096);
-    ck_assert_msg(failing == 0, "%s %s on %d ranks: %d rank(s) failed (see stderr)", backends[b], kind_names[kind],
+    ck_assert_msg(failing == 0, "%s %s on %d ranks: %d rank(s) failed (see stderr)", mrank_backend(b), kind_names[kind],
                   nranks, failing);
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    TCase *tc = mrank_tcase(s, "concurrent", JOB_TIMEOUT_S + 30);
+    tcase_add_loop_test(tc, test_concurrent, 0, nbackends * T_KINDS * (MAX_RANKS - MIN_RANKS + 1));
+}
+
 int main(void)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_concurrent: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("concurrent");
-    TCase *tc = tcase_create("concurrent");
-    tcase_set_timeout(tc, JOB_TIMEOUT_S + 30);
-    tcase_add_loop_test(tc, test_concurrent, 0, nbackends * T_KINDS * (MAX_RANKS - MIN_RANKS + 1));
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("concurrent", MRANK_BACKEND, add_tests);
 }

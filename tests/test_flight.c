@@ -23,7 +23,6 @@
 #include "mrank.h"
 #include "mrank_world.h"
 
-#define MAX_BACKENDS 8
 #define OP_TIMEOUT_MS 1500u
 #define JOB_S 40
 #define NRANKS 3
@@ -41,8 +40,6 @@ typedef struct shared {
     volatile int checked;   /* ranks 0 and 1 have checked their message */
 } shared_t;
 
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 static int has(const char *msg, const char *what, int rank, const char *needle)
 {
@@ -198,7 +195,7 @@ START_TEST(timeout_names_the_missing_rank)
 {
     shared_t *sh = mrank_shared_alloc(sizeof *sh);
     ck_assert_ptr_nonnull(sh);
-    snprintf(sh->backend, sizeof(sh->backend), "%s", backends[_i / SCENARIOS]);
+    snprintf(sh->backend, sizeof(sh->backend), "%s", mrank_backend(_i / SCENARIOS));
     sh->scenario = _i % SCENARIOS;
     snprintf(sh->dir, sizeof(sh->dir), "/tmp/tcomms-flight-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(sh->dir));
@@ -236,7 +233,7 @@ static int dump_alone(int rank, int size, void *arg)
     snprintf(file, sizeof(file), "%s.0.json", path);
     setenv("TCOMMS_TRACE_DUMP", path, 1);
     setenv("TCOMMS_TRACE_DUMP_SIGNAL", "USR1", 1);
-    tcomms_comm_t *comm = mrank_world(backends[0], OP_TIMEOUT_MS, rank);
+    tcomms_comm_t *comm = mrank_world(mrank_backend(0), OP_TIMEOUT_MS, rank);
     if (comm == NULL)
         return 1;
     int fails = warm_up(comm, rank, 1);
@@ -264,18 +261,14 @@ START_TEST(dump_on_abort_and_signal)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_flight: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("flight");
-    TCase *tc = tcase_create("flight");
-    tcase_set_timeout(tc, JOB_S + 10);
+    TCase *tc = mrank_tcase(s, "flight", JOB_S + 10);
     tcase_add_loop_test(tc, timeout_names_the_missing_rank, 0, nbackends * SCENARIOS);
     tcase_add_loop_test(tc, dump_on_abort_and_signal, 0, 2);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("flight", MRANK_BACKEND, add_tests);
 }

@@ -252,9 +252,9 @@ static int misc_rank(int rank, int size, void *arg)
 {
     const job_t *j = arg;
     char what[96];
-    snprintf(what, sizeof(what), "%s rank %d/%d", backends[j->backend], rank, size);
+    snprintf(what, sizeof(what), "%s rank %d/%d", mrank_backend(j->backend), rank, size);
     env_t e;
-    int fails = env_open(&e, backends[j->backend], rank, size, 1, 1);
+    int fails = env_open(&e, mrank_backend(j->backend), rank, size, 1, 1);
     if (!fails)
         fails += refcount_case(&e, what);
     if (!fails)
@@ -277,12 +277,13 @@ START_TEST(test_misc)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
+static void add_tests(Suite *s, int nbackends)
 {
+    TCase *tc = mrank_tcase(s, "fsdp_calls", JOB_S + 30);
     tcase_add_loop_test(tc, test_misc, 0, nbackends);
 }
 
 int main(void)
 {
-    return case_main("fsdp_calls", add_tests);
+    return mrank_main("fsdp_calls", MRANK_BACKEND, add_tests);
 }

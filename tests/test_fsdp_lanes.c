@@ -155,7 +155,7 @@ static int cases_rank(int rank, int size, void *arg)
     const scen_t *set = size == 4 ? outer : dp;
     int n = size == 4 ? 2 : 3;
     env_t e;
-    int fails = env_open(&e, backends[j->backend], rank, size, 1, size == 4 ? 2 : 1);
+    int fails = env_open(&e, mrank_backend(j->backend), rank, size, 1, size == 4 ? 2 : 1);
     case_made = swap_ops;
     for (int i = 0; i < n && !fails; i++) {
         fails += run_case(&e, &set[i]);
@@ -168,16 +168,17 @@ static int cases_rank(int rank, int size, void *arg)
 
 START_TEST(test_lanes)
 {
-    run_job(cases_rank, _i / nbackends ? 4 : 2, _i % nbackends);
+    run_job(cases_rank, _i / mrank_nbackends() ? 4 : 2, _i % mrank_nbackends());
 }
 END_TEST
 
-static void add_tests(TCase *tc)
+static void add_tests(Suite *s, int nbackends)
 {
+    TCase *tc = mrank_tcase(s, "fsdp_lanes", JOB_S + 30);
     tcase_add_loop_test(tc, test_lanes, 0, 2 * nbackends);
 }
 
 int main(void)
 {
-    return case_main("fsdp_lanes", add_tests);
+    return mrank_main("fsdp_lanes", MRANK_BACKEND, add_tests);
 }

@@ -12,10 +12,8 @@
 
 #include "fsdp/groups.h"
 #include "mrank.h"
-#include "check_run.h"
 #include "mrank_world.h"
 
-#define MAX_BACKENDS 8
 #define NKINDS TCOMMS_FSDP_GROUP_KIND_COUNT
 #define OP_TIMEOUT_MS 20000u
 #define JOB_S 60
@@ -376,9 +374,6 @@ END_TEST
 
 /* ---- communicators on several ranks ---------------------------------------------------------------------------- */
 
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
-
 typedef struct shared {
     int backend;
 } shared_t;
@@ -540,7 +535,7 @@ static int four_ranks(int rank, int size, void *arg)
 {
     (void)size;
     shared_t *sh = arg;
-    tcomms_comm_t *world = mrank_world(backends[sh->backend], OP_TIMEOUT_MS, rank);
+    tcomms_comm_t *world = mrank_world(mrank_backend(sh->backend), OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
     const tcomms_fsdp_layout_params_t dense = {.tp = 2, .dp = 2}, hsdp = {.dp = 4, .outer_dp = 2};
@@ -606,7 +601,7 @@ static int five_ranks(int rank, int size, void *arg)
 {
     (void)size;
     shared_t *sh = arg;
-    tcomms_comm_t *world = mrank_world(backends[sh->backend], OP_TIMEOUT_MS, rank);
+    tcomms_comm_t *world = mrank_world(mrank_backend(sh->backend), OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
     const tcomms_fsdp_layout_params_t p = {.tp = 2, .dp = 2, .ep = 2, .order = "dp-ep-tp-cp-pp", .rank_offset = 1};
@@ -631,7 +626,7 @@ static void run_job(int nranks, mrank_fn_t fn, int backend)
     sh->backend = backend;
     int failing = mrank_run(nranks, fn, sh, JOB_S);
     mrank_shared_free(sh, sizeof *sh);
-    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", backends[backend], failing);
+    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", mrank_backend(backend), failing);
 }
 
 START_TEST(test_groups_four_ranks)
@@ -646,24 +641,22 @@ START_TEST(test_groups_five_ranks)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    Suite *s = suite_create("fsdp_layout");
-    TCase *tl = tcase_create("layout");
-    tcase_set_timeout(tl, 60);
+    TCase *tl = mrank_tcase(s, "layout", 60);
     tcase_add_test(tl, test_against_brute_force);
     tcase_add_test(tl, test_hand_cases);
     tcase_add_test(tl, test_bad_params);
-    suite_add_tcase(s, tl);
-    TCase *tg = tcase_create("groups");
-    tcase_set_timeout(tg, JOB_S + 30);
+    TCase *tg = mrank_tcase(s, "groups", JOB_S + 30);
     if (nbackends > 0) {
         tcase_add_loop_test(tg, test_groups_four_ranks, 0, nbackends);
         tcase_add_loop_test(tg, test_groups_five_ranks, 0, nbackends);
     } else {
         printf("test_fsdp_layout: TCOMMS_TEST_BACKENDS is empty: multi-rank cases skipped\n");
     }
-    suite_add_tcase(s, tg);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("fsdp_layout", MRANK_ANY, add_tests);
 }

@@ -17,7 +17,7 @@ static int strategies_rank(int rank, int size, void *arg)
 {
     const job_t *j = arg;
     env_t e;
-    int fails = env_open(&e, backends[j->backend], rank, size, 1, 1);
+    int fails = env_open(&e, mrank_backend(j->backend), rank, size, 1, 1);
     for (int st = 0; st < 4 && !fails; st++)
         for (int d = 0; d < 2; d++)
             for (int mb = 1; mb <= 3; mb += 2) {
@@ -68,7 +68,7 @@ static int hsdp_rank(int rank, int size, void *arg)
     static const struct { const scen_t *s; int n, ep, outer; } sets[] = {
         {hsdp, 6, 1, 2}, {expert, 5, 2, 1}, {both, 3, 2, 2}};
     env_t e;
-    int fails = env_open(&e, backends[j->backend], rank, size, sets[0].ep, sets[0].outer);
+    int fails = env_open(&e, mrank_backend(j->backend), rank, size, sets[0].ep, sets[0].outer);
     for (int k = 0; k < 3 && !fails; k++) {
         if (k > 0) {
             env_unlayout(&e);
@@ -83,7 +83,7 @@ static int hsdp_rank(int rank, int size, void *arg)
 
 START_TEST(test_strategies)
 {
-    run_job(strategies_rank, 2 + _i / nbackends, _i % nbackends);
+    run_job(strategies_rank, 2 + _i / mrank_nbackends(), _i % mrank_nbackends());
 }
 END_TEST
 
@@ -93,13 +93,14 @@ START_TEST(test_hsdp_expert)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
+static void add_tests(Suite *s, int nbackends)
 {
+    TCase *tc = mrank_tcase(s, "fsdp_runtime", JOB_S + 30);
     tcase_add_loop_test(tc, test_strategies, 0, 2 * nbackends);
     tcase_add_loop_test(tc, test_hsdp_expert, 0, nbackends);
 }
 
 int main(void)
 {
-    return case_main("fsdp_runtime", add_tests);
+    return mrank_main("fsdp_runtime", MRANK_BACKEND, add_tests);
 }

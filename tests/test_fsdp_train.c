@@ -13,10 +13,8 @@
 
 #include "../examples/fsdp_mlp/train.h"
 #include "mrank.h"
-#include "check_run.h"
 #include "mrank_world.h"
 
-#define MAX_BACKENDS 8
 #define STEPS 3
 #define BATCH 8
 #define MAX_TOTAL 4096     /* >= mlp_total(4) */
@@ -25,9 +23,6 @@
 #define OP_TIMEOUT_MS 20000u
 #define RTOL_RANDOM 1e-6
 #define RTOL_BF16 2e-2
-
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 static const char *const ORDER_ALT = "tp-cp-ep-pp-dp";
 static const char *const ORDER_TP = "tp-dp-cp-pp";
@@ -95,7 +90,7 @@ static int job_rank(int rank, int size, void *arg)
     job_t *j = arg;
     if (j->cases[0].check) /* a job's cases all have the same check (test_matrix) */
         setenv("TCOMMS_CHECK_CALLS", "1", 1);
-    tcomms_comm_t *world = mrank_world(backends[j->backend], OP_TIMEOUT_MS, rank);
+    tcomms_comm_t *world = mrank_world(mrank_backend(j->backend), OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
     for (int k = 0; k < j->n; k++) {
@@ -187,7 +182,7 @@ static int run_job(int backend, const tcase_t *cases, int n)
     ck_assert_ptr_nonnull(slots);
     *j = (job_t){.backend = backend, .nranks = nranks, .n = n, .cases = cases, .slots = slots};
     int failing = mrank_run(nranks, job_rank, j, 60 + 10 * n);
-    int fails = failing ? mrank_failf("FAIL %s: %d rank(s) of a %d-rank job failed", backends[backend], failing,
+    int fails = failing ? mrank_failf("FAIL %s: %d rank(s) of a %d-rank job failed", mrank_backend(backend), failing,
                                       nranks)
                         : 0;
     for (int k = 0; k < n; k++)
@@ -337,11 +332,11 @@ START_TEST(test_matrix)
         fails += run_job(_i, cases + k, e - k);
         k = e;
     }
-    printf("test_fsdp_train: %s: %d %s cases in %.1f s, %d failed\n", backends[_i], n, is_full ? "full" : "subset",
+    printf("test_fsdp_train: %s: %d %s cases in %.1f s, %d failed\n", mrank_backend(_i), n, is_full ? "full" : "subset",
            mrank_now() - t0, fails);
     fflush(stdout);
     free(cases);
-    ck_assert_msg(fails == 0, "%s: %d of %d cases failed (see stderr)", backends[_i], fails, n);
+    ck_assert_msg(fails == 0, "%s: %d of %d cases failed (see stderr)", mrank_backend(_i), fails, n);
 }
 END_TEST
 
@@ -391,7 +386,7 @@ static int mismatch_rank(int rank, int size, void *arg)
 {
     mismatch_t *m = arg;
     (void)size;
-    tcomms_comm_t *world = mrank_world(backends[m->backend], OP_TIMEOUT_MS, rank);
+    tcomms_comm_t *world = mrank_world(mrank_backend(m->backend), OP_TIMEOUT_MS, rank);
     if (!world)
         return 1;
     slot_t *s = &m->slots[rank];
@@ -419,16 +414,16 @@ START_TEST(test_order_mismatch)
     const char *where = m->mode ? "tcomms_fsdp_finalize" : "tcomms_fsdp_groups_create";
     double t0 = mrank_now();
     int failing = mrank_run(2, mismatch_rank, m, 60);
-    printf("test_fsdp_train: %s: mismatched orders (%s) detected in %.1f s\n", backends[m->backend], where,
+    printf("test_fsdp_train: %s: mismatched orders (%s) detected in %.1f s\n", mrank_backend(m->backend), where,
            mrank_now() - t0);
     for (int r = 0; r < 2; r++) {
         const slot_t *s = &m->slots[r];
-        ck_assert_msg(s->done, "%s: rank %d did not return (hang?)", backends[m->backend], r);
-        ck_assert_msg(s->rc != 0, "%s: rank %d accepted mismatched orders", backends[m->backend], r);
+        ck_assert_msg(s->done, "%s: rank %d did not return (hang?)", mrank_backend(m->backend), r);
+        ck_assert_msg(s->rc != 0, "%s: rank %d accepted mismatched orders", mrank_backend(m->backend), r);
         /* the trainer's first check may be either call; the finalize-only run must fail in finalize */
         int right_call = strstr(s->err, where) || (!m->mode && strstr(s->err, "tcomms_fsdp_finalize"));
-        ck_assert_msg(right_call && strstr(s->err, "INVALID_ARG"),
-                      "%s: rank %d: expected INVALID_ARG from %s, got: %s", backends[m->backend], r, where, s->err);
+        ck_assert_msg(right_call && strstr(s->err, "INVALID_ARG"), "%s: rank %d: expected INVALID_ARG from %s, got: %s",
+                      mrank_backend(m->backend), r, where, s->err);
     }
     ck_assert_int_eq(failing, 0);
     mrank_shared_free(m, sizeof *m);
@@ -478,27 +473,25 @@ START_TEST(test_backward_fd)
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    tcase_add_test(mrank_tcase(s, "model", 0), test_backward_fd);
+    if (nbackends == 0) {
+        printf("test_fsdp_train: TCOMMS_TEST_BACKENDS is empty: only the model's backward is checked\n");
+        return;
+    }
+    const char *env = getenv("TCOMMS_FSDP_FULL");
+    int is_full = env && *env && strcmp(env, "0") != 0;
+    TCase *tc = mrank_tcase(s, "train", is_full ? 7200 : 600);
+    tcase_add_loop_test(tc, test_matrix, 0, nbackends);
+    tcase_add_loop_test(tc, test_order_mismatch, 0, 2 * nbackends);
+}
+
 int main(void)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
     if (mlp_total(4) > MAX_TOTAL) {
         fprintf(stderr, "test_fsdp_train: MAX_TOTAL %d < %zu parameters\n", MAX_TOTAL, mlp_total(4));
         return EXIT_FAILURE;
     }
-    Suite *s = suite_create("fsdp_train");
-    TCase *tm = tcase_create("model");
-    tcase_add_test(tm, test_backward_fd);
-    suite_add_tcase(s, tm);
-    if (nbackends == 0) {
-        printf("test_fsdp_train: TCOMMS_TEST_BACKENDS is empty: only the model's backward is checked\n");
-    } else {
-        const char *env = getenv("TCOMMS_FSDP_FULL");
-        int is_full = env && *env && strcmp(env, "0") != 0;
-        TCase *tc = tcase_create("train");
-        tcase_set_timeout(tc, is_full ? 7200 : 600);
-        tcase_add_loop_test(tc, test_matrix, 0, nbackends);
-        tcase_add_loop_test(tc, test_order_mismatch, 0, 2 * nbackends);
-        suite_add_tcase(s, tc);
-    }
-    return check_run(s);
+    return mrank_main("fsdp_train", MRANK_ANY, add_tests);
 }

@@ -11,19 +11,14 @@
 #include <tcomms/tcomms.h>
 
 #include "mrank.h"
-#include "check_run.h"
 #include "mrank_world.h"
 
-#define MAX_BACKENDS 8
 #define NRANKS 3
 #define JOB_S 120
 #define OP_TIMEOUT_MS 20000u
 #define RING_ELEMS (256 * 1024) /* 1 MiB of int32: more than a socket buffer, so an ungrouped send would stall */
 #define SMALL 64
 #define LEAK_GROUPS 100
-
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 typedef struct shared {
     int backend;
@@ -99,7 +94,7 @@ static int rejected_in_group(tcomms_comm_t *comm, int rank, int size, int round,
 static int group_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    const char *backend = backends[sh->backend];
+    const char *backend = mrank_backend(sh->backend);
     tcomms_comm_t *comm = mrank_world(backend, OP_TIMEOUT_MS, rank);
     if (!comm)
         return 1;
@@ -155,7 +150,7 @@ static int group_rank(int rank, int size, void *arg)
 static int sync_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    tcomms_comm_t *comm = mrank_world(backends[sh->backend], OP_TIMEOUT_MS, rank);
+    tcomms_comm_t *comm = mrank_world(mrank_backend(sh->backend), OP_TIMEOUT_MS, rank);
     if (!comm)
         return 1;
     int fails = 0;
@@ -195,7 +190,7 @@ static void run_job(mrank_fn_t fn, int backend)
     sh->backend = backend;
     int failing = mrank_run(NRANKS, fn, sh, JOB_S);
     mrank_shared_free(sh, sizeof *sh);
-    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", backends[backend], failing);
+    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", mrank_backend(backend), failing);
 }
 
 START_TEST(test_groups)
@@ -210,18 +205,14 @@ START_TEST(test_synchronize)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_group: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("group");
-    TCase *tc = tcase_create("group");
-    tcase_set_timeout(tc, JOB_S + 30);
+    TCase *tc = mrank_tcase(s, "group", JOB_S + 30);
     tcase_add_loop_test(tc, test_groups, 0, nbackends);
     tcase_add_loop_test(tc, test_synchronize, 0, nbackends);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("group", MRANK_BACKEND, add_tests);
 }

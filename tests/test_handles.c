@@ -9,11 +9,7 @@
 #include <string.h>
 #include <tcomms/tcomms.h>
 
-#include "check_run.h"
 #include "mrank.h"
-
-static char backends[8][32];
-static int nbackends;
 
 static void expect_bad(tcomms_status_t st, const char *call, const char *needle, const char *what)
 {
@@ -32,7 +28,7 @@ static tcomms_comm_t *create_one_rank(const char *backend, const tcomms_hints_t 
     p.size = 1;
     p.timeout_ms = 5000;
     p.name = "handles";
-    if (backend != NULL) {
+    if (backend[0] != '\0') { /* "": the library's default */
         p.field_mask |= TCOMMS_COMM_PARAM_BACKEND;
         p.backend = backend;
     }
@@ -48,14 +44,14 @@ static tcomms_comm_t *create_one_rank(const char *backend, const tcomms_hints_t 
 static tcomms_comm_t *live_comm(int b)
 {
     tcomms_status_t st;
-    tcomms_comm_t *c = create_one_rank(nbackends ? backends[b] : NULL, NULL, &st);
+    tcomms_comm_t *c = create_one_rank(mrank_backend(b), NULL, &st);
     ck_assert_msg(st == TCOMMS_SUCCESS, "creating a 1-rank communicator: %d (%s)", st, tcomms_last_error());
     return c;
 }
 
 START_TEST(destroyed_comm)
 {
-    for (int b = 0; b < (nbackends ? nbackends : 1); b++) {
+    for (int b = 0; b < mrank_nbackends(); b++) {
         tcomms_comm_t *c = live_comm(b), *child = NULL;
         ck_assert_int_eq(tcomms_comm_destroy(c), TCOMMS_SUCCESS);
         int v = 0, member = 0;
@@ -97,7 +93,7 @@ END_TEST
 
 START_TEST(freed_work)
 {
-    for (int b = 0; b < (nbackends ? nbackends : 1); b++) {
+    for (int b = 0; b < mrank_nbackends(); b++) {
         tcomms_comm_t *c = live_comm(b);
         tcomms_work_t *w = NULL;
         int v = 5;
@@ -135,7 +131,7 @@ START_TEST(freed_hints)
     EXPECT_BAD(tcomms_hints_count(h, &n), "tcomms_hints_count", "already freed");
     EXPECT_BAD(tcomms_hints_entry(h, 0, &key, &value), "tcomms_hints_entry", "already freed");
     tcomms_status_t st;
-    tcomms_comm_t *c = create_one_rank(nbackends ? backends[0] : NULL, h, &st);
+    tcomms_comm_t *c = create_one_rank(mrank_backend(0), h, &st);
     expect_bad(st, "hints", "already freed", "tcomms_comm_create with freed hints");
     ck_assert_ptr_null(c);
     c = live_comm(0);
@@ -189,18 +185,19 @@ START_TEST(not_a_handle)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    nbackends = mrank_backends(backends, 8);
-    Suite *s = suite_create("handles");
-    TCase *tc = tcase_create("handles");
-    tcase_set_timeout(tc, 30);
+    (void)nbackends; /* the tests walk the backends themselves */
+    TCase *tc = mrank_tcase(s, "handles", 30);
     tcase_add_test(tc, destroyed_comm);
     tcase_add_test(tc, destroyed_child);
     tcase_add_test(tc, freed_work);
     tcase_add_test(tc, freed_hints);
     tcase_add_test(tc, recent_releases);
     tcase_add_test(tc, not_a_handle);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("handles", MRANK_DEFAULT, add_tests);
 }

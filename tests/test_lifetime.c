@@ -17,21 +17,9 @@
 #include "mrank.h"
 #include "mrank_world.h"
 
-#define MAX_BACKENDS 8
 #define COMM_TIMEOUT_MS 10000u /* (a): a destroy that waited for the receive would wait this long */
 #define RECV_TIMEOUT_MS 300u   /* (b): the receive that fails */
 #define PROMPT_S 2.0
-
-/* The backends under test; one empty name (the library's default) when TCOMMS_TEST_BACKENDS names none. */
-static int backends(char names[MAX_BACKENDS][32])
-{
-    int n = mrank_backends(names, MAX_BACKENDS);
-    if (n == 0) {
-        names[0][0] = '\0';
-        n = 1;
-    }
-    return n;
-}
 
 typedef struct life_case {
     char backend[32];
@@ -93,11 +81,9 @@ static int running(int rank, int size, void *arg)
 
 START_TEST(handle_outlives_running)
 {
-    char names[MAX_BACKENDS][32];
-    backends(names);
     life_case_t *lc = mrank_shared_alloc(sizeof(*lc) + 64);
     ck_assert_ptr_nonnull(lc);
-    snprintf(lc->backend, sizeof lc->backend, "%s", names[_i]);
+    snprintf(lc->backend, sizeof lc->backend, "%s", mrank_backend(_i));
     lc->barrier = (volatile int *)(lc + 1);
     int failing = mrank_run(2, running, lc, 90);
     ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", lc->backend, failing);
@@ -158,11 +144,9 @@ static int reported(int rank, int size, void *arg)
 
 START_TEST(failure_reported_through_core)
 {
-    char names[MAX_BACKENDS][32];
-    backends(names);
     life_case_t *lc = mrank_shared_alloc(sizeof(*lc) + 64);
     ck_assert_ptr_nonnull(lc);
-    snprintf(lc->backend, sizeof lc->backend, "%s", names[_i]);
+    snprintf(lc->backend, sizeof lc->backend, "%s", mrank_backend(_i));
     lc->barrier = (volatile int *)(lc + 1);
     int failing = mrank_run(2, reported, lc, 90);
     ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", lc->backend, failing);
@@ -170,15 +154,15 @@ START_TEST(failure_reported_through_core)
 }
 END_TEST
 
-int main(void)
+/* With no backend listed, the tests run once on the library's default. */
+static void add_tests(Suite *s, int n)
 {
-    char names[MAX_BACKENDS][32];
-    int n = backends(names);
-    Suite *s = suite_create("lifetime");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 240);
+    TCase *tc = mrank_tcase(s, "core", 240);
     tcase_add_loop_test(tc, handle_outlives_running, 0, n);
     tcase_add_loop_test(tc, failure_reported_through_core, 0, n);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("lifetime", MRANK_DEFAULT, add_tests);
 }

@@ -14,13 +14,10 @@
 #include "mrank.h"
 #include "check_run.h"
 
-#define MAX_BACKENDS 8
 #define JOB_S 60
 #define NELEM (256 * 1024 + 3) /* a few pages and a partial one */
 
 static char real_backend_path[4096];
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 static fake_calls_t *calls_of(const char *name)
 {
@@ -221,30 +218,27 @@ done:
 START_TEST(test_cpu_backend_memory)
 {
     setenv("TCOMMS_BACKEND_PATH", real_backend_path, 1);
-    int failing = mrank_run(2, mem_rank, backends[_i], JOB_S);
-    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", backends[_i], failing);
+    int failing = mrank_run(2, mem_rank, (void *)mrank_backend(_i), JOB_S);
+    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", mrank_backend(_i), failing);
 }
 END_TEST
+
+static void add_tests(Suite *s, int nbackends)
+{
+    TCase *tc = mrank_tcase(s, "fake", 30);
+    tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_cpu_fallbacks);
+    tcase_add_test(tc, test_device_fallbacks);
+    tcase_add_test(tc, test_module_entries);
+    if (nbackends > 0)
+        tcase_add_loop_test(mrank_tcase(s, "cpu backends", JOB_S + 30), test_cpu_backend_memory, 0, nbackends);
+    else
+        printf("test_mem: TCOMMS_TEST_BACKENDS is empty: real CPU backends not tested\n");
+}
 
 int main(void)
 {
     const char *path = getenv("TCOMMS_BACKEND_PATH");
     snprintf(real_backend_path, sizeof(real_backend_path), "%s", path ? path : "");
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    Suite *s = suite_create("mem");
-    TCase *tc = tcase_create("fake");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_bad_arguments);
-    tcase_add_test(tc, test_cpu_fallbacks);
-    tcase_add_test(tc, test_device_fallbacks);
-    tcase_add_test(tc, test_module_entries);
-    suite_add_tcase(s, tc);
-    if (nbackends > 0) {
-        TCase *tr = tcase_create("cpu backends");
-        tcase_set_timeout(tr, JOB_S + 30);
-        tcase_add_loop_test(tr, test_cpu_backend_memory, 0, nbackends);
-        suite_add_tcase(s, tr);
-    } else
-        printf("test_mem: TCOMMS_TEST_BACKENDS is empty: real CPU backends not tested\n");
-    return check_run(s);
+    return mrank_main("mem", MRANK_ANY, add_tests);
 }

@@ -12,9 +12,7 @@
 
 #include "mrank.h"
 #include "mrank_world.h"
-#include "check_run.h"
 
-#define MAX_BACKENDS 8
 #define OP_TIMEOUT_MS 1500u
 #define SLACK_S 3.0 /* an error may come this long after the timeout */
 #define JOB_S 30
@@ -69,9 +67,6 @@ static const mismatch_t cases[] = {
 };
 #define NCASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
-
 typedef struct shared {
     int backend, which;
 } shared_t;
@@ -98,7 +93,7 @@ static int mismatch_rank(int rank, int size, void *arg)
 {
     const shared_t *sh = arg;
     const mismatch_t *m = &cases[sh->which];
-    const char *backend = backends[sh->backend];
+    const char *backend = mrank_backend(sh->backend);
     tcomms_comm_t *comm = mrank_world(backend, OP_TIMEOUT_MS, rank);
     if (comm == NULL)
         return 1;
@@ -154,22 +149,18 @@ START_TEST(every_receiver_gets_an_error)
     const mismatch_t *m = &cases[sh->which];
     int failing = mrank_run(m->nranks, mismatch_rank, sh, JOB_S);
     mrank_shared_free(sh, sizeof *sh);
-    ck_assert_msg(failing == 0, "%s, %s, %d ranks: %d rank(s) failed or died (see stderr)", backends[_i / NCASES],
+    ck_assert_msg(failing == 0, "%s, %s, %d ranks: %d rank(s) failed or died (see stderr)", mrank_backend(_i / NCASES),
                   m->what, m->nranks, failing);
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    TCase *tc = mrank_tcase(s, "mismatch", JOB_S + 10);
+    tcase_add_loop_test(tc, every_receiver_gets_an_error, 0, nbackends * NCASES);
+}
+
 int main(void)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_mismatch: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("mismatch");
-    TCase *tc = tcase_create("mismatch");
-    tcase_set_timeout(tc, JOB_S + 10);
-    tcase_add_loop_test(tc, every_receiver_gets_an_error, 0, nbackends * NCASES);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("mismatch", MRANK_BACKEND, add_tests);
 }

@@ -17,7 +17,6 @@
 
 #include "mrank.h"
 #include "mrank_world.h"
-#include "check_run.h"
 
 #ifndef PEER_DEATH_PROG
 #define PEER_DEATH_PROG "tests/peer_death_prog"
@@ -33,28 +32,11 @@ static const int dying_ranks[] = {1, 0};
 
 /* ---- (a) under mrank ------------------------------------------------------------------------------------------ */
 
-#define MAX_BACKENDS 8
-
 /* One case: which rank misbehaves, on which backend (an entry of TCOMMS_TEST_BACKENDS; "" = the default). */
 typedef struct death_case {
     int rank;
     char backend[32];
 } death_case_t;
-
-/* Backend number `i` of TCOMMS_TEST_BACKENDS, or "" when the list is empty (the library's default). */
-static void backend_at(int i, char out[32])
-{
-    char names[MAX_BACKENDS][32];
-    int n = mrank_backends(names, MAX_BACKENDS);
-    snprintf(out, 32, "%s", i < n ? names[i] : "");
-}
-
-static int backends_count(void)
-{
-    char names[MAX_BACKENDS][32];
-    int n = mrank_backends(names, MAX_BACKENDS);
-    return n > 0 ? n : 1;
-}
 
 static int death_rank(int rank, int size, void *arg)
 {
@@ -92,7 +74,7 @@ static int death_rank(int rank, int size, void *arg)
 START_TEST(survivors_fail_in_bounded_time)
 {
     death_case_t dc = {dying_ranks[_i % 2], ""};
-    backend_at(_i / 2, dc.backend);
+    snprintf(dc.backend, sizeof dc.backend, "%s", mrank_backend(_i / 2));
     int failing = mrank_run_ex(NRANKS, death_rank, &dc, 60, 1u << dc.rank);
     ck_assert_msg(failing == 0, "%s: rank %d died: %d rank(s) did not behave (see stderr)", dc.backend, dc.rank,
                   failing);
@@ -251,23 +233,22 @@ static int stall_rank(int rank, int size, void *arg)
 START_TEST(stalled_peer_times_out)
 {
     death_case_t dc = {1, ""};
-    backend_at(_i, dc.backend);
+    snprintf(dc.backend, sizeof dc.backend, "%s", mrank_backend(_i));
     int failing = mrank_run(2, stall_rank, &dc, 30);
     ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", dc.backend, failing);
 }
 END_TEST
 
+/* With no backend listed, the rank tests run once on the library's default. */
+static void add_tests(Suite *s, int nbackends)
+{
+    TCase *tm = mrank_tcase(s, "mrank", 90);
+    tcase_add_loop_test(tm, survivors_fail_in_bounded_time, 0, 2 * nbackends);
+    tcase_add_loop_test(tm, stalled_peer_times_out, 0, nbackends);
+    tcase_add_loop_test(mrank_tcase(s, "tcomms_run", LAUNCHER_BOUND_S + 30), launcher_takes_the_job_down, 0, 2);
+}
+
 int main(void)
 {
-    Suite *s = suite_create("peer_death");
-    TCase *tm = tcase_create("mrank");
-    tcase_set_timeout(tm, 90);
-    tcase_add_loop_test(tm, survivors_fail_in_bounded_time, 0, 2 * backends_count());
-    tcase_add_loop_test(tm, stalled_peer_times_out, 0, backends_count());
-    suite_add_tcase(s, tm);
-    TCase *tr = tcase_create("tcomms_run");
-    tcase_set_timeout(tr, LAUNCHER_BOUND_S + 30);
-    tcase_add_loop_test(tr, launcher_takes_the_job_down, 0, 2);
-    suite_add_tcase(s, tr);
-    return check_run(s);
+    return mrank_main("peer_death", MRANK_DEFAULT, add_tests);
 }

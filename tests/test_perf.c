@@ -14,13 +14,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "check_run.h"
+
+#include "mrank.h"
 
 #define RUN_LIMIT_S 90 /* a run still going after this is killed and fails the test */
 #define MAX_ROWS 1024
-
-static char backends[8][32];
-static int nbackends;
 
 /* The collectives in `all` order, with what this test expects of each (independently of tools/perf/colls.c). */
 enum { WHOLE = 1, REDUCES = 2, ROOTED = 4, NO_IN_PLACE = 8, PAIRWISE = 16, ALLREDUCE_BW = 32, BW_ONE = 64 };
@@ -511,7 +509,7 @@ static const struct { sweep_t s; const char *flags; } sweeps[] = {
 
 START_TEST(test_sweep)
 {
-    sweep_and_check(backends[_i / NSWEEPS], &sweeps[_i % NSWEEPS].s, sweeps[_i % NSWEEPS].flags);
+    sweep_and_check(mrank_backend(_i / NSWEEPS), &sweeps[_i % NSWEEPS].s, sweeps[_i % NSWEEPS].flags);
 }
 END_TEST
 
@@ -539,7 +537,7 @@ END_TEST
 START_TEST(test_corrupt_is_counted)
 {
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "all_reduce -B %s -b 8 -e 64 -f 2 -n 1 -w 0", backends[_i]);
+    snprintf(cmd, sizeof cmd, "all_reduce -B %s -b 8 -e 64 -f 2 -n 1 -w 0", mrank_backend(_i));
     static const char *const corrupt[] = {"TCOMMS_PERF_CORRUPT=1", NULL};
     result_t r = run(2, cmd, corrupt, 1);
     ck_assert_msg(r.status != 0, "a run with a spoiled element exited 0");
@@ -561,7 +559,7 @@ END_TEST
 START_TEST(test_list)
 {
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "alltoall,all_reduce,reduce_scatter -B %s -b 8 -e 512 -f 8 -n 1 -w 0", backends[0]);
+    snprintf(cmd, sizeof cmd, "alltoall,all_reduce,reduce_scatter -B %s -b 8 -e 512 -f 8 -n 1 -w 0", mrank_backend(0));
     result_t r = run(2, cmd, NULL, 1);
     ck_assert_msg(r.status == 0, "%s exited %d:\n%s", cmd, r.status, r.err);
     int want[3] = {0, 2, 5}; /* all_reduce, reduce_scatter, alltoall */
@@ -654,20 +652,9 @@ START_TEST(test_help)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    const char *list = getenv("TCOMMS_TEST_BACKENDS");
-    char copy[256];
-    snprintf(copy, sizeof copy, "%s", list ? list : "");
-    for (char *save, *w = strtok_r(copy, " ,", &save); w && nbackends < 8; w = strtok_r(NULL, " ,", &save))
-        snprintf(backends[nbackends++], sizeof backends[0], "%s", w);
-    if (nbackends == 0) {
-        printf("test_perf: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("perf");
-    TCase *tc = tcase_create("perf");
-    tcase_set_timeout(tc, RUN_LIMIT_S + 30);
+    TCase *tc = mrank_tcase(s, "perf", RUN_LIMIT_S + 30);
     tcase_add_loop_test(tc, test_sweep, 0, NSWEEPS * nbackends);
     tcase_add_loop_test(tc, test_corrupt_is_counted, 0, nbackends);
     tcase_add_test(tc, test_bad_flags);
@@ -675,6 +662,9 @@ int main(void)
     tcase_add_test(tc, test_cuda_missing);
     tcase_add_loop_test(tc, test_cuda_stand_in, 0, (int)(sizeof cuda_runs / sizeof cuda_runs[0]));
     tcase_add_test(tc, test_help);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("perf", MRANK_BACKEND, add_tests);
 }

@@ -12,10 +12,8 @@
 #include <unistd.h>
 
 #include "mrank.h"
-#include "check_run.h"
 #include "split_verify.h"
 
-#define MAX_BACKENDS 8
 #define OP_TIMEOUT_MS 15000u
 #define SHORT_TIMEOUT_MS 1500u
 #define SPLIT_JOB_S 90
@@ -37,9 +35,6 @@
 #ifndef CHECK_RSS
 #define CHECK_RSS 1
 #endif
-
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 /* Shared by the parent and the ranks of one job. */
 typedef struct shared {
@@ -154,7 +149,7 @@ static tcomms_comm_t *create_root(const char *backend, int rank, int size, int p
 static int split_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, OP_TIMEOUT_MS);
+    tcomms_comm_t *root = create_root(mrank_backend(sh->backend), rank, size, 0, OP_TIMEOUT_MS);
     if (!root)
         return 1;
     static const int pair_a[] = {0, 1}, pair_b[] = {2, 3}, sub[] = {1, 2, 3}, nested[] = {0, 2}, nested_root[] = {1, 3};
@@ -231,8 +226,8 @@ static int root_cycle(shared_t *sh, int rank, int size, int round)
         mrank_logf("FAIL rank %d: the other rank did not reach root cycle %d", rank, round);
         return 1;
     }
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, __atomic_load_n(&sh->port, __ATOMIC_SEQ_CST),
-                                      OP_TIMEOUT_MS);
+    tcomms_comm_t *root = create_root(mrank_backend(sh->backend), rank, size,
+                                      __atomic_load_n(&sh->port, __ATOMIC_SEQ_CST), OP_TIMEOUT_MS);
     if (!root)
         return 1;
     int fails = split_cycle(root, rank, round % 10 == 0);
@@ -266,7 +261,7 @@ static int early_host_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
     const char *label = "split after the store host destroyed its root";
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, OP_TIMEOUT_MS);
+    tcomms_comm_t *root = create_root(mrank_backend(sh->backend), rank, size, 0, OP_TIMEOUT_MS);
     tcomms_comm_t *child = NULL, *grandchild = NULL;
     if (!root)
         return 1;
@@ -300,7 +295,7 @@ static int missing_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
     const char *label = "split_color with a rank missing";
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, SHORT_TIMEOUT_MS), *child = NULL;
+    tcomms_comm_t *root = create_root(mrank_backend(sh->backend), rank, size, 0, SHORT_TIMEOUT_MS), *child = NULL;
     if (!root)
         return 1;
     int fails = 0;
@@ -329,7 +324,7 @@ static int missing_rank(int rank, int size, void *arg)
 static int leak_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
-    tcomms_comm_t *root = create_root(backends[sh->backend], rank, size, 0, OP_TIMEOUT_MS);
+    tcomms_comm_t *root = create_root(mrank_backend(sh->backend), rank, size, 0, OP_TIMEOUT_MS);
     if (!root)
         return 1;
     int fails = 0;
@@ -365,7 +360,7 @@ static void run_job(int nranks, mrank_fn_t fn, int backend, int timeout_s)
     sh->backend = backend;
     int failing = mrank_run(nranks, fn, sh, timeout_s);
     mrank_shared_free(sh, sizeof *sh);
-    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", backends[backend], failing);
+    ck_assert_msg(failing == 0, "%s: %d rank(s) failed (see stderr)", mrank_backend(backend), failing);
 }
 
 START_TEST(test_split_cases)
@@ -392,23 +387,16 @@ START_TEST(test_split_no_leaks)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_split: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("split");
-    TCase *tc = tcase_create("split");
-    tcase_set_timeout(tc, SPLIT_JOB_S + 30);
+    TCase *tc = mrank_tcase(s, "split", SPLIT_JOB_S + 30);
     tcase_add_loop_test(tc, test_split_cases, 0, nbackends);
     tcase_add_loop_test(tc, test_split_store_host_first, 0, nbackends);
     tcase_add_loop_test(tc, test_split_missing_rank, 0, nbackends);
-    suite_add_tcase(s, tc);
-    TCase *tl = tcase_create("leaks");
-    tcase_set_timeout(tl, LEAK_JOB_S + 30);
-    tcase_add_loop_test(tl, test_split_no_leaks, 0, nbackends);
-    suite_add_tcase(s, tl);
-    return check_run(s);
+    tcase_add_loop_test(mrank_tcase(s, "leaks", LEAK_JOB_S + 30), test_split_no_leaks, 0, nbackends);
+}
+
+int main(void)
+{
+    return mrank_main("split", MRANK_BACKEND, add_tests);
 }

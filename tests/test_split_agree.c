@@ -9,13 +9,11 @@
 #include <string.h>
 #include <tcomms/tcomms.h>
 
-#include "check_run.h"
 #include "comm.h"
 #include "mrank.h"
 #include "mrank_world.h"
 #include "split_verify.h"
 
-#define MAX_BACKENDS 8
 #define MAX_RANKS 4
 #define OP_TIMEOUT_MS 20000u
 #define ERROR_BOUND_S 5.0 /* a failed split must say so this fast, with a 20 s timeout */
@@ -24,9 +22,6 @@
 #define BAD_COUNT (-1)    /* nranks -1: refused */
 #define NULL_OUT (-2)     /* out NULL: refused (split_color steps) */
 #define BY_LIST (-3)      /* this rank calls tcomms_comm_split over every rank (split_color steps) */
-
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 /* One rank's tcomms_comm_split: `n` ranks from `ranks` (NO, BAD_COUNT). */
 typedef struct call {
@@ -207,7 +202,7 @@ static int sequence_rank(int rank, int size, void *arg)
 {
     job_t *job = arg;
     const sequence_t *q = &sequences[job->which];
-    tcomms_comm_t *root = mrank_world(backends[job->backend], OP_TIMEOUT_MS, rank);
+    tcomms_comm_t *root = mrank_world(mrank_backend(job->backend), OP_TIMEOUT_MS, rank);
     if (root == NULL)
         return 1;
     int64_t before = 0, after = 0;
@@ -229,28 +224,23 @@ START_TEST(test_split_sequence)
 {
     job_t *job = mrank_shared_alloc(sizeof *job);
     ck_assert_ptr_nonnull(job);
-    job->which = _i / nbackends;
-    job->backend = _i % nbackends;
+    job->which = _i / mrank_nbackends();
+    job->backend = _i % mrank_nbackends();
     const sequence_t *q = &sequences[job->which];
     int failing = mrank_run(q->nranks, sequence_rank, job, JOB_S);
     mrank_shared_free(job, sizeof *job);
-    ck_assert_msg(failing == 0, "%s, %s: %d rank(s) failed (see stderr)", q->name, backends[_i % nbackends],
-                  failing);
+    ck_assert_msg(failing == 0, "%s, %s: %d rank(s) failed (see stderr)", q->name,
+                  mrank_backend(_i % mrank_nbackends()), failing);
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    int nseq = (int)(sizeof(sequences) / sizeof(sequences[0]));
+    tcase_add_loop_test(mrank_tcase(s, "split_agree", JOB_S + 30), test_split_sequence, 0, nseq * nbackends);
+}
+
 int main(void)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_split_agree: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("split_agree");
-    TCase *tc = tcase_create("split_agree");
-    tcase_set_timeout(tc, JOB_S + 30);
-    int nseq = (int)(sizeof(sequences) / sizeof(sequences[0]));
-    tcase_add_loop_test(tc, test_split_sequence, 0, nseq * nbackends);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("split_agree", MRANK_BACKEND, add_tests);
 }

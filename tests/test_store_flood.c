@@ -14,17 +14,12 @@
 #include <tcomms/tcomms.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "mrank.h"
 
-#define MAX_BACKENDS 8
 #define NOFILE 512
 #define STRANGERS 600
 #define TIMEOUT_MS 8000u
 #define JOB_S 60
-
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 typedef struct shared {
     int backend;
@@ -84,7 +79,7 @@ static int flood_rank(int rank, int size, void *arg)
         return mrank_failf("FAIL rank 0: cannot lower RLIMIT_NOFILE to %d", NOFILE);
     tcomms_comm_params_t p = {0};
     p.field_mask = TCOMMS_COMM_PARAM_BACKEND | TCOMMS_COMM_PARAM_TIMEOUT;
-    p.backend = backends[sh->backend];
+    p.backend = mrank_backend(sh->backend);
     p.timeout_ms = TIMEOUT_MS;
     tcomms_comm_t *root = NULL;
     tcomms_status_t st = tcomms_comm_create(&p, &root);
@@ -136,7 +131,7 @@ static void run(int backend, const char *token)
     sh->backend = backend;
     int failing = mrank_run(2, flood_rank, sh, JOB_S);
     mrank_shared_free(sh, sizeof(*sh));
-    ck_assert_msg(failing == 0, "%s, %s: %d rank(s) failed (see stderr)", backends[backend],
+    ck_assert_msg(failing == 0, "%s, %s: %d rank(s) failed (see stderr)", mrank_backend(backend),
                   token ? "token" : "no token", failing);
 }
 
@@ -152,18 +147,14 @@ START_TEST(test_flood_without_token)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_store_flood: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("store_flood");
-    TCase *tc = tcase_create("flood");
-    tcase_set_timeout(tc, JOB_S + 30);
+    TCase *tc = mrank_tcase(s, "flood", JOB_S + 30);
     tcase_add_loop_test(tc, test_flood_with_token, 0, nbackends);
     tcase_add_loop_test(tc, test_flood_without_token, 0, nbackends);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+}
+
+int main(void)
+{
+    return mrank_main("store_flood", MRANK_BACKEND, add_tests);
 }

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "mrank.h"
-#include "check_run.h"
 
 #define WAIT_MS 10000
 
@@ -94,12 +93,13 @@ START_TEST(creation_retries_after_a_reset)
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    (void)nbackends; /* the library's default backend */
+    tcase_add_test(mrank_tcase(s, "reset", 90), creation_retries_after_a_reset);
+}
+
 int main(void)
 {
-    Suite *s = suite_create("store_reset");
-    TCase *tc = tcase_create("reset");
-    tcase_set_timeout(tc, 90);
-    tcase_add_test(tc, creation_retries_after_a_reset);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("store_reset", MRANK_ANY, add_tests);
 }

@@ -9,15 +9,10 @@
 #include <stdlib.h>
 #include <tcomms/tcomms.h>
 
-#include "check_run.h"
 #include "mrank.h"
 
-#define MAX_BACKENDS 8
 #define NRANKS 4
 #define JOB_S 60
-
-static char backends[MAX_BACKENDS][32];
-static int nbackends;
 
 typedef enum env_case { ENV_UNSET, ENV_WRONG, ENV_OMPI, ENV_TWO_HOSTS, ENV_CASES } env_case_t;
 static const char *const case_names[ENV_CASES] = {"local variables unset", "local variables wrong",
@@ -83,7 +78,7 @@ static int check_comm(tcomms_comm_t *c, const shared_t *sh, const int *members, 
     expected(sh, members, n, rank, &want_rank, &want_size);
     if (lrank != want_rank || lsize != want_size)
         fails += mrank_failf("FAIL %s (%s, %s), rank %d: local rank %d of %d, expected %d of %d", what,
-                             backends[sh->backend], case_names[sh->env], rank, lrank, lsize, want_rank, want_size);
+                             mrank_backend(sh->backend), case_names[sh->env], rank, lrank, lsize, want_rank, want_size);
     /* the communicator works too: the all_reduce's sum depends on every member */
     double v = rank + 1;
     tcomms_status_t st = tcomms_all_reduce(c, &v, &v, 1, TCOMMS_FLOAT64, TCOMMS_SUM, NULL, NULL);
@@ -96,7 +91,7 @@ static int topo_rank(int rank, int size, void *arg)
 {
     shared_t *sh = arg;
     set_env(sh->env, rank, size);
-    tcomms_comm_params_t p = {.field_mask = TCOMMS_COMM_PARAM_BACKEND, .backend = backends[sh->backend]};
+    tcomms_comm_params_t p = {.field_mask = TCOMMS_COMM_PARAM_BACKEND, .backend = mrank_backend(sh->backend)};
     tcomms_comm_t *world = NULL;
     if (tcomms_comm_create(&p, &world) != TCOMMS_SUCCESS)
         return mrank_failf("FAIL rank %d: tcomms_comm_create: %s", rank, tcomms_last_error());
@@ -130,23 +125,18 @@ START_TEST(test_topo_cases)
         sh->env = env;
         int failing = mrank_run(NRANKS, topo_rank, sh, JOB_S);
         mrank_shared_free(sh, sizeof *sh);
-        ck_assert_msg(failing == 0, "%s, %s: %d rank(s) failed (see stderr)", backends[_i], case_names[env],
+        ck_assert_msg(failing == 0, "%s, %s: %d rank(s) failed (see stderr)", mrank_backend(_i), case_names[env],
                       failing);
     }
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    tcase_add_loop_test(mrank_tcase(s, "topo", ENV_CASES * (JOB_S + 10)), test_topo_cases, 0, nbackends);
+}
+
 int main(void)
 {
-    nbackends = mrank_backends(backends, MAX_BACKENDS);
-    if (nbackends == 0) {
-        printf("test_topo: TCOMMS_TEST_BACKENDS is empty: no CPU backend to test, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("topo");
-    TCase *tc = tcase_create("topo");
-    tcase_set_timeout(tc, ENV_CASES * (JOB_S + 10));
-    tcase_add_loop_test(tc, test_topo_cases, 0, nbackends);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("topo", MRANK_BACKEND, add_tests);
 }

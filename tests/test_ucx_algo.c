@@ -15,7 +15,6 @@
 #include <tcomms/tcomms.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "coll_ref.h"
 #include "mrank.h"
 #include "mrank_world.h"
@@ -34,7 +33,8 @@
 
 /* ---- the algorithms, as select.c lists them ------------------------------------------------------------------- */
 
-enum { REDUCING = 1, ROOTED = 2, HUGE = 4 };
+/* VCOUNTS: the row is the count-array form of an operation, whose case function serves both (tcase_t's v). */
+enum { REDUCING = 1, ROOTED = 2, HUGE = 4, VCOUNTS = 8 };
 
 typedef struct ctx ctx_t;
 typedef struct tcase tcase_t;
@@ -58,6 +58,7 @@ struct tcase {
     int inplace;
     int root;
     int layout; /* v-variants: displacements NULL, with gaps, or reversed with gaps */
+    int v;      /* the v-variant of the operation (its row's VCOUNTS) */
 };
 
 struct ctx {
@@ -202,6 +203,34 @@ static int failed_call(ctx_t *x, mrank_case_t *c, const char *call, tcomms_statu
     return 1;
 }
 
+/* The end of every case: when the call succeeded, both buffers against what the case expects of them (set
+ * whatever the call returned: a failed call reads none of it); then free them. 0 when all was right. */
+static int finish(ctx_t *x, mrank_case_t *k, const char *call, tcomms_status_t st, ref_buf_t *s, const char *s_name,
+                  ref_buf_t *r)
+{
+    int bad = failed_call(x, k, call, st);
+    if (!bad)
+        bad = ref_check(k, s_name, s) | (r ? ref_check(k, "recvbuf", r) : 0);
+    ref_buf_free(s);
+    if (r)
+        ref_buf_free(r);
+    return bad;
+}
+
+/* A reduction's input on this rank: every element of b. */
+static void fill_reduced(const ctx_t *x, const tcase_t *c, ref_buf_t *b)
+{
+    for (size_t j = 0; j < b->count; j++)
+        ref_set(b, j, red_value(c->dt, x->salt, x->rank, j));
+}
+
+/* n elements of b from `at` must hold the reduction over the ranks of their input's elements from `from`. */
+static void expect_reduced(const ctx_t *x, const tcase_t *c, ref_buf_t *b, size_t at, size_t from, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        b->expect[at + i] = red_expect(c->dt, c->op, x->salt, x->size, from + i);
+}
+
 /* ---- one function per operation ------------------------------------------------------------------------------- */
 
 static int t_all_reduce(ctx_t *x, const tcase_t *c)
@@ -211,19 +240,11 @@ static int t_all_reduce(ctx_t *x, const tcase_t *c)
     ref_buf_t s, r;
     buf_init(&s, c->dt, n);
     buf_init(&r, c->dt, c->inplace ? 0 : n);
-    for (size_t i = 0; i < n; i++)
-        ref_set(&s, i, red_value(c->dt, x->salt, x->rank, i));
+    fill_reduced(x, c, &s);
     ref_buf_t *out = c->inplace ? &s : &r;
-    int bad = failed_call(x, &k, "tcomms_all_reduce",
-                          tcomms_all_reduce(x->comm, s.data, out->data, n, c->dt, c->op, NULL, NULL));
-    if (!bad) {
-        for (size_t i = 0; i < n; i++)
-            out->expect[i] = red_expect(c->dt, c->op, x->salt, x->size, i);
-        bad = ref_check(&k, c->inplace ? "buf" : "sendbuf", &s) | ref_check(&k, "recvbuf", &r);
-    }
-    ref_buf_free(&s);
-    ref_buf_free(&r);
-    return bad;
+    tcomms_status_t st = tcomms_all_reduce(x->comm, s.data, out->data, n, c->dt, c->op, NULL, NULL);
+    expect_reduced(x, c, out, 0, 0, n);
+    return finish(x, &k, "tcomms_all_reduce", st, &s, c->inplace ? "buf" : "sendbuf", &r);
 }
 
 /* Non-root ranks pass recvbuf NULL in place and an untouchable buffer otherwise. */
@@ -235,65 +256,38 @@ static int t_reduce(ctx_t *x, const tcase_t *c)
     ref_buf_t s, r;
     buf_init(&s, c->dt, n);
     buf_init(&r, c->dt, c->inplace ? 0 : n);
-    for (size_t i = 0; i < n; i++)
-        ref_set(&s, i, red_value(c->dt, x->salt, x->rank, i));
+    fill_reduced(x, c, &s);
     ref_buf_t *out = c->inplace ? &s : &r;
     void *rb = is_root || !c->inplace ? out->data : NULL;
-    int bad = failed_call(x, &k, "tcomms_reduce",
-                          tcomms_reduce(x->comm, s.data, rb, n, c->dt, c->op, c->root, NULL, NULL));
-    if (!bad) {
-        for (size_t i = 0; is_root && i < n; i++)
-            out->expect[i] = red_expect(c->dt, c->op, x->salt, x->size, i);
-        bad = ref_check(&k, c->inplace && is_root ? "buf" : "sendbuf", &s) | ref_check(&k, "recvbuf", &r);
-    }
-    ref_buf_free(&s);
-    ref_buf_free(&r);
-    return bad;
+    tcomms_status_t st = tcomms_reduce(x->comm, s.data, rb, n, c->dt, c->op, c->root, NULL, NULL);
+    if (is_root)
+        expect_reduced(x, c, out, 0, 0, n);
+    return finish(x, &k, "tcomms_reduce", st, &s, c->inplace && is_root ? "buf" : "sendbuf", &r);
 }
 
-/* reduce_scatter (v = 0: every count the same) and reduce_scatter_v; block q of the input starts at off[q]. */
-static int reduce_scatter_any(ctx_t *x, const tcase_t *c, int v)
+/* reduce_scatter and (c->v) reduce_scatter_v; block q of the input starts at off[q]. */
+static int t_reduce_scatter(ctx_t *x, const tcase_t *c)
 {
     size_t cnt[MAX_RANKS] = {0}, off[MAX_RANKS + 1] = {0};
     for (int q = 0; q < x->size; q++) {
-        cnt[q] = v ? class_vcount(x, c->cls, c->dt, q) : class_count(x, c->cls, c->dt);
+        cnt[q] = c->v ? class_vcount(x, c->cls, c->dt, q) : class_count(x, c->cls, c->dt);
         off[q + 1] = off[q] + cnt[q];
     }
     size_t total = off[x->size], mine = cnt[x->rank], at = off[x->rank];
-    mrank_case_t k = mk_case(x, v ? "reduce_scatter_v" : "reduce_scatter", c, 1, mine, c->inplace, -1, NULL);
+    mrank_case_t k = mk_case(x, c->v ? "reduce_scatter_v" : "reduce_scatter", c, 1, mine, c->inplace, -1, NULL);
     ref_buf_t s, r;
     buf_init(&s, c->dt, total);
     buf_init(&r, c->dt, c->inplace ? 0 : mine);
-    for (size_t j = 0; j < total; j++)
-        ref_set(&s, j, red_value(c->dt, x->salt, x->rank, j));
+    fill_reduced(x, c, &s);
     void *rb = c->inplace ? ref_at(&s, at) : r.data;
-    tcomms_status_t st = v ? tcomms_reduce_scatter_v(x->comm, s.data, rb, cnt, c->dt, c->op, NULL, NULL)
-                           : tcomms_reduce_scatter(x->comm, s.data, rb, mine, c->dt, c->op, NULL, NULL);
-    int bad = failed_call(x, &k, v ? "tcomms_reduce_scatter_v" : "tcomms_reduce_scatter", st);
-    if (!bad) {
-        ref_buf_t *out = &r;
-        if (c->inplace) { /* the other blocks of an in-place buffer are undefined afterwards */
-            out = &s;
-            for (size_t j = 0; j < total; j++)
-                s.expect[j] = REF_ANY;
-        }
-        for (size_t i = 0; i < mine; i++)
-            out->expect[(c->inplace ? at : 0) + i] = red_expect(c->dt, c->op, x->salt, x->size, at + i);
-        bad = ref_check(&k, c->inplace ? "buf" : "sendbuf", &s) | ref_check(&k, "recvbuf", &r);
-    }
-    ref_buf_free(&s);
-    ref_buf_free(&r);
-    return bad;
-}
-
-static int t_reduce_scatter(ctx_t *x, const tcase_t *c)
-{
-    return reduce_scatter_any(x, c, 0);
-}
-
-static int t_reduce_scatter_v(ctx_t *x, const tcase_t *c)
-{
-    return reduce_scatter_any(x, c, 1);
+    tcomms_status_t st = c->v ? tcomms_reduce_scatter_v(x->comm, s.data, rb, cnt, c->dt, c->op, NULL, NULL)
+                              : tcomms_reduce_scatter(x->comm, s.data, rb, mine, c->dt, c->op, NULL, NULL);
+    if (c->inplace) /* the other blocks of an in-place buffer are undefined afterwards */
+        for (size_t j = 0; j < total; j++)
+            s.expect[j] = REF_ANY;
+    expect_reduced(x, c, c->inplace ? &s : &r, c->inplace ? at : 0, at, mine);
+    return finish(x, &k, c->v ? "tcomms_reduce_scatter_v" : "tcomms_reduce_scatter", st, &s,
+                  c->inplace ? "buf" : "sendbuf", &r);
 }
 
 /* Every rank fills the buffer with its own data; the root's must win. */
@@ -305,54 +299,34 @@ static int t_broadcast(ctx_t *x, const tcase_t *c)
     buf_init(&b, c->dt, n);
     for (size_t i = 0; i < n; i++)
         ref_set(&b, i, mov_value(c->dt, x->salt, x->rank, 0, i));
-    int bad = failed_call(x, &k, "tcomms_broadcast", tcomms_broadcast(x->comm, b.data, n, c->dt, c->root, NULL, NULL));
-    if (!bad) {
-        for (size_t i = 0; i < n; i++)
-            b.expect[i] = mov_value(c->dt, x->salt, c->root, 0, i);
-        bad = ref_check(&k, "buf", &b);
-    }
-    ref_buf_free(&b);
-    return bad;
+    tcomms_status_t st = tcomms_broadcast(x->comm, b.data, n, c->dt, c->root, NULL, NULL);
+    for (size_t i = 0; i < n; i++)
+        b.expect[i] = mov_value(c->dt, x->salt, c->root, 0, i);
+    return finish(x, &k, "tcomms_broadcast", st, &b, "buf", NULL);
 }
 
-/* all_gather (v = 0) and all_gather_v: rank q's block lands at displs[q]. */
-static int all_gather_any(ctx_t *x, const tcase_t *c, int v)
+/* all_gather and (c->v) all_gather_v: rank q's block lands at displs[q]. */
+static int t_all_gather(ctx_t *x, const tcase_t *c)
 {
     size_t cnt[MAX_RANKS] = {0}, displs[MAX_RANKS] = {0};
     for (int q = 0; q < x->size; q++)
-        cnt[q] = v ? class_vcount(x, c->cls, c->dt, q) : class_count(x, c->cls, c->dt);
-    int layout = v ? c->layout : 0;
+        cnt[q] = c->v ? class_vcount(x, c->cls, c->dt, q) : class_count(x, c->cls, c->dt);
+    int layout = c->v ? c->layout : 0;
     size_t extent = make_displs(cnt, x->size, layout, displs), mine = cnt[x->rank];
-    mrank_case_t k = mk_case(x, v ? "all_gather_v" : "all_gather", c, 0, mine, c->inplace, -1,
-                             v ? layout_names[layout] : NULL);
+    mrank_case_t k = mk_case(x, c->v ? "all_gather_v" : "all_gather", c, 0, mine, c->inplace, -1,
+                             c->v ? layout_names[layout] : NULL);
     ref_buf_t s, r;
     buf_init(&s, c->dt, c->inplace ? 0 : mine);
     buf_init(&r, c->dt, extent);
     for (size_t i = 0; i < mine; i++)
         ref_set(c->inplace ? &r : &s, (c->inplace ? displs[x->rank] : 0) + i, mov_value(c->dt, x->salt, x->rank, 0, i));
     const void *sb = c->inplace ? ref_at(&r, displs[x->rank]) : s.data;
-    tcomms_status_t st = v ? tcomms_all_gather_v(x->comm, sb, r.data, cnt, layout ? displs : NULL, c->dt, NULL, NULL)
-                           : tcomms_all_gather(x->comm, sb, r.data, mine, c->dt, NULL, NULL);
-    int bad = failed_call(x, &k, v ? "tcomms_all_gather_v" : "tcomms_all_gather", st);
-    if (!bad) {
-        for (int q = 0; q < x->size; q++)
-            for (size_t i = 0; i < cnt[q]; i++)
-                r.expect[displs[q] + i] = mov_value(c->dt, x->salt, q, 0, i);
-        bad = ref_check(&k, "sendbuf", &s) | ref_check(&k, "recvbuf", &r);
-    }
-    ref_buf_free(&s);
-    ref_buf_free(&r);
-    return bad;
-}
-
-static int t_all_gather(ctx_t *x, const tcase_t *c)
-{
-    return all_gather_any(x, c, 0);
-}
-
-static int t_all_gather_v(ctx_t *x, const tcase_t *c)
-{
-    return all_gather_any(x, c, 1);
+    tcomms_status_t st = c->v ? tcomms_all_gather_v(x->comm, sb, r.data, cnt, layout ? displs : NULL, c->dt, NULL, NULL)
+                              : tcomms_all_gather(x->comm, sb, r.data, mine, c->dt, NULL, NULL);
+    for (int q = 0; q < x->size; q++)
+        for (size_t i = 0; i < cnt[q]; i++)
+            r.expect[displs[q] + i] = mov_value(c->dt, x->salt, q, 0, i);
+    return finish(x, &k, c->v ? "tcomms_all_gather_v" : "tcomms_all_gather", st, &s, "sendbuf", &r);
 }
 
 /* Block j of rank r's input is (r, j) data; in place the same buffer gets the blocks addressed to r. */
@@ -367,17 +341,11 @@ static int t_all_to_all(ctx_t *x, const tcase_t *c)
         for (size_t i = 0; i < n; i++)
             ref_set(&s, (size_t)q * n + i, mov_value(c->dt, x->salt, x->rank, q, i));
     ref_buf_t *out = c->inplace ? &s : &r;
-    int bad = failed_call(x, &k, "tcomms_all_to_all",
-                          tcomms_all_to_all(x->comm, s.data, out->data, n, c->dt, NULL, NULL));
-    if (!bad) {
-        for (int q = 0; q < x->size; q++)
-            for (size_t i = 0; i < n; i++)
-                out->expect[(size_t)q * n + i] = mov_value(c->dt, x->salt, q, x->rank, i);
-        bad = ref_check(&k, c->inplace ? "buf" : "sendbuf", &s) | ref_check(&k, "recvbuf", &r);
-    }
-    ref_buf_free(&s);
-    ref_buf_free(&r);
-    return bad;
+    tcomms_status_t st = tcomms_all_to_all(x->comm, s.data, out->data, n, c->dt, NULL, NULL);
+    for (int q = 0; q < x->size; q++)
+        for (size_t i = 0; i < n; i++)
+            out->expect[(size_t)q * n + i] = mov_value(c->dt, x->salt, q, x->rank, i);
+    return finish(x, &k, "tcomms_all_to_all", st, &s, c->inplace ? "buf" : "sendbuf", &r);
 }
 
 /* Rank s sends class_vcount(s + 2d mod size) elements to rank d; both sides use the layout (no in-place form). */
@@ -398,17 +366,11 @@ static int t_all_to_all_v(ctx_t *x, const tcase_t *c)
         for (size_t i = 0; i < sc[q]; i++)
             ref_set(&s, sd[q] + i, mov_value(c->dt, x->salt, me, q, i));
     const size_t *sdp = c->layout ? sd : NULL, *rdp = c->layout ? rd : NULL;
-    int bad = failed_call(x, &k, "tcomms_all_to_all_v",
-                          tcomms_all_to_all_v(x->comm, s.data, sc, sdp, r.data, rc, rdp, c->dt, NULL, NULL));
-    if (!bad) {
-        for (int q = 0; q < n; q++)
-            for (size_t i = 0; i < rc[q]; i++)
-                r.expect[rd[q] + i] = mov_value(c->dt, x->salt, q, me, i);
-        bad = ref_check(&k, "sendbuf", &s) | ref_check(&k, "recvbuf", &r);
-    }
-    ref_buf_free(&s);
-    ref_buf_free(&r);
-    return bad;
+    tcomms_status_t st = tcomms_all_to_all_v(x->comm, s.data, sc, sdp, r.data, rc, rdp, c->dt, NULL, NULL);
+    for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < rc[q]; i++)
+            r.expect[rd[q] + i] = mov_value(c->dt, x->salt, q, me, i);
+    return finish(x, &k, "tcomms_all_to_all_v", st, &s, "sendbuf", &r);
 }
 
 static int t_gather(ctx_t *x, const tcase_t *c)
@@ -423,16 +385,11 @@ static int t_gather(ctx_t *x, const tcase_t *c)
         ref_set(own_in_r ? &r : &s, (own_in_r ? (size_t)c->root * n : 0) + i, mov_value(c->dt, x->salt, x->rank, 0, i));
     const void *sb = own_in_r ? ref_at(&r, (size_t)c->root * n) : s.data;
     void *rb = is_root || !c->inplace ? r.data : NULL;
-    int bad = failed_call(x, &k, "tcomms_gather", tcomms_gather(x->comm, sb, rb, n, c->dt, c->root, NULL, NULL));
-    if (!bad) {
-        for (int q = 0; is_root && q < x->size; q++)
-            for (size_t i = 0; i < n; i++)
-                r.expect[(size_t)q * n + i] = mov_value(c->dt, x->salt, q, 0, i);
-        bad = ref_check(&k, "sendbuf", &s) | ref_check(&k, "recvbuf", &r);
-    }
-    ref_buf_free(&s);
-    ref_buf_free(&r);
-    return bad;
+    tcomms_status_t st = tcomms_gather(x->comm, sb, rb, n, c->dt, c->root, NULL, NULL);
+    for (int q = 0; is_root && q < x->size; q++)
+        for (size_t i = 0; i < n; i++)
+            r.expect[(size_t)q * n + i] = mov_value(c->dt, x->salt, q, 0, i);
+    return finish(x, &k, "tcomms_gather", st, &s, "sendbuf", &r);
 }
 
 /* The root's block q is (q, root) data; non-root ranks pass a send buffer that must stay untouched (NULL in place). */
@@ -449,15 +406,10 @@ static int t_scatter(ctx_t *x, const tcase_t *c)
                                : mov_value(c->dt, x->salt, x->rank, x->rank, j));
     const void *sb = is_root || !c->inplace ? s.data : NULL;
     void *rb = own_in_s ? ref_at(&s, (size_t)c->root * n) : r.data;
-    int bad = failed_call(x, &k, "tcomms_scatter", tcomms_scatter(x->comm, sb, rb, n, c->dt, c->root, NULL, NULL));
-    if (!bad) {
-        for (size_t i = 0; !own_in_s && i < n; i++)
-            r.expect[i] = mov_value(c->dt, x->salt, x->rank, c->root, i);
-        bad = ref_check(&k, own_in_s ? "buf" : "sendbuf", &s) | ref_check(&k, "recvbuf", &r);
-    }
-    ref_buf_free(&s);
-    ref_buf_free(&r);
-    return bad;
+    tcomms_status_t st = tcomms_scatter(x->comm, sb, rb, n, c->dt, c->root, NULL, NULL);
+    for (size_t i = 0; !own_in_s && i < n; i++)
+        r.expect[i] = mov_value(c->dt, x->salt, x->rank, c->root, i);
+    return finish(x, &k, "tcomms_scatter", st, &s, own_in_s ? "buf" : "sendbuf", &r);
 }
 
 /* Every rank bumps a shared counter before the barrier (the last rank late); none may leave before all bumped. */
@@ -559,9 +511,9 @@ static const coll_row_t rows[] = {
     {"broadcast", "TCOMMS_UCX_BROADCAST_ALGO", {"binomial", "scatter_allgather"}, ROOTED, t_broadcast},
     {"reduce", "TCOMMS_UCX_REDUCE_ALGO", {"binomial", "rabenseifner"}, REDUCING | ROOTED | HUGE, t_reduce},
     {"all_gather", "TCOMMS_UCX_ALLGATHER_ALGO", {"ring", "recursive_doubling", "bruck"}, 0, t_all_gather},
-    {"all_gather_v", "TCOMMS_UCX_ALLGATHERV_ALGO", {"ring", "recursive_doubling", "bruck"}, 0, t_all_gather_v},
+    {"all_gather_v", "TCOMMS_UCX_ALLGATHERV_ALGO", {"ring", "recursive_doubling", "bruck"}, VCOUNTS, t_all_gather},
     {"reduce_scatter", "TCOMMS_UCX_REDUCESCATTER_ALGO", {"ring", "recursive_halving"}, REDUCING, t_reduce_scatter},
-    {"reduce_scatter_v", "TCOMMS_UCX_REDUCESCATTERV_ALGO", {"ring"}, REDUCING, t_reduce_scatter_v},
+    {"reduce_scatter_v", "TCOMMS_UCX_REDUCESCATTERV_ALGO", {"ring"}, REDUCING | VCOUNTS, t_reduce_scatter},
     {"all_to_all", "TCOMMS_UCX_ALLTOALL_ALGO", {"pairwise", "linear"}, 0, t_all_to_all},
     {"all_to_all_v", "TCOMMS_UCX_ALLTOALLV_ALGO", {"pairwise", "linear"}, 0, t_all_to_all_v},
     {"gather", "TCOMMS_UCX_GATHER_ALGO", {"linear", "binomial"}, ROOTED, t_gather},
@@ -587,7 +539,8 @@ static int run_algo(ctx_t *x, const coll_row_t *row, const char *algo)
     for (int cls = 0; cls <= last; cls++) {
         int ncases = cls == C_HUGE ? 2 : reducing ? NDTYPES * NOPS : 2 * NDTYPES;
         for (int j = 0; j < ncases; j++) {
-            tcase_t c = {(tcomms_dtype_t)((j + cls) % NDTYPES), TCOMMS_SUM, cls, j / NDTYPES, j % n, j % 3};
+            tcase_t c = {(tcomms_dtype_t)((j + cls) % NDTYPES), TCOMMS_SUM, cls, j / NDTYPES, j % n, j % 3,
+                         (row->flags & VCOUNTS) != 0};
             if (reducing) {
                 c.dt = (tcomms_dtype_t)(j / NOPS);
                 c.op = (tcomms_op_t)(j % NOPS);
@@ -779,64 +732,37 @@ static int algo_rank(int rank, int size, void *arg)
     return fails;
 }
 
-/* The rank counts: TCOMMS_TEST_RANKS ("5 6 7 8"), else 2, 3 and 4. */
+/* The rank counts (mrank_rank_counts): 2, 3 and 4 unless TCOMMS_TEST_RANKS ("5 6 7 8") or TCOMMS_TEST_MAX_RANKS say. */
 static int rank_counts[MAX_RANKS];
 static int nrank_counts;
-
-static int parse_rank_counts(void)
-{
-    const char *list = getenv("TCOMMS_TEST_RANKS");
-    if (list == NULL || *list == '\0')
-        list = "2 3 4";
-    while (*list && nrank_counts < MAX_RANKS) {
-        char *end;
-        long v = strtol(list, &end, 10);
-        if (end == list || v < 2 || v > MAX_RANKS)
-            return -1;
-        rank_counts[nrank_counts++] = (int)v;
-        list = end + strspn(end, " ,");
-    }
-    return nrank_counts > 0 ? 0 : -1;
-}
-
-/* Oversubscribed jobs (more ranks than 4) run slower on a 2-core machine. */
-static int job_timeout(int nranks)
-{
-    return nranks <= 4 ? JOB_TIMEOUT_S : JOB_TIMEOUT_S * nranks / 4;
-}
 
 START_TEST(test_forced_algorithms)
 {
     int nranks = rank_counts[_i];
     int *counter = mrank_shared_alloc(4096);
     ck_assert_ptr_nonnull(counter);
-    int failing = mrank_run(nranks, algo_rank, counter, job_timeout(nranks));
+    int failing = mrank_run(nranks, algo_rank, counter, mrank_job_timeout(JOB_TIMEOUT_S, nranks));
     mrank_shared_free(counter, 4096);
     ck_assert_msg(failing == 0, "%d rank(s): %d rank(s) failed (see stderr)", nranks, failing);
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    (void)nbackends; /* ucx only */
+    int most = 0; /* ranks of the largest job, which may take longest */
+    for (int k = 0; k < nrank_counts; k++)
+        most = rank_counts[k] > most ? rank_counts[k] : most;
+    tcase_add_loop_test(mrank_tcase(s, "forced", mrank_job_timeout(JOB_TIMEOUT_S, most) + 30), test_forced_algorithms,
+                        0, nrank_counts);
+}
+
 int main(void)
 {
-    if (parse_rank_counts() != 0) {
-        fprintf(stderr, "test_ucx_algo: TCOMMS_TEST_RANKS must be rank counts in 2..%d\n", MAX_RANKS);
+    if ((nrank_counts = mrank_rank_counts(2, MAX_RANKS, rank_counts)) < 0) {
+        fprintf(stderr, "test_ucx_algo: TCOMMS_TEST_RANKS / TCOMMS_TEST_MAX_RANKS must be rank counts in 2..%d\n",
+                MAX_RANKS);
         return EXIT_FAILURE;
     }
-    char names[8][32];
-    int nb = mrank_backends(names, 8), ucx = 0;
-    for (int i = 0; i < nb; i++)
-        ucx |= strcmp(names[i], "ucx") == 0;
-    if (!ucx) {
-        printf("test_ucx_algo: the UCX backend is not built, skipping\n");
-        return 77;
-    }
-    int longest = 0;
-    for (int k = 0; k < nrank_counts; k++)
-        longest = job_timeout(rank_counts[k]) > longest ? job_timeout(rank_counts[k]) : longest;
-    Suite *s = suite_create("ucx_algo");
-    TCase *tc = tcase_create("forced");
-    tcase_set_timeout(tc, longest + 30);
-    tcase_add_loop_test(tc, test_forced_algorithms, 0, nrank_counts);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("ucx_algo", MRANK_UCX, add_tests);
 }

@@ -13,7 +13,6 @@
 #include <tcomms/tcomms.h>
 #include <unistd.h>
 
-#include "check_run.h"
 #include "mrank.h"
 
 #define JOB_S 60
@@ -132,23 +131,15 @@ START_TEST(test_module_env)
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    (void)nbackends; /* ucx only */
+    tcase_add_loop_test(mrank_tcase(s, "tls", JOB_S + 30), test_no_invalid_configuration, 0,
+                        (int)(sizeof(cases) / sizeof(cases[0])));
+    tcase_add_loop_test(mrank_tcase(s, "env", 30), test_module_env, 0, (int)(sizeof(env_cases) / sizeof(env_cases[0])));
+}
+
 int main(void)
 {
-    char names[8][32];
-    int n = mrank_backends(names, 8), ucx = 0;
-    for (int i = 0; i < n; i++)
-        ucx |= strcmp(names[i], "ucx") == 0;
-    if (!ucx) {
-        printf("test_ucx_config: the UCX backend is not built, skipping\n");
-        return 77;
-    }
-    Suite *s = suite_create("ucx_config");
-    TCase *tc = tcase_create("tls");
-    tcase_set_timeout(tc, JOB_S + 30);
-    tcase_add_loop_test(tc, test_no_invalid_configuration, 0, (int)(sizeof(cases) / sizeof(cases[0])));
-    suite_add_tcase(s, tc);
-    TCase *env = tcase_create("env");
-    tcase_add_loop_test(env, test_module_env, 0, (int)(sizeof(env_cases) / sizeof(env_cases[0])));
-    suite_add_tcase(s, env);
-    return check_run(s);
+    return mrank_main("ucx_config", MRANK_UCX, add_tests);
 }

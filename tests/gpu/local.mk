@@ -12,15 +12,14 @@ AM_TESTS_ENVIRONMENT += TCOMMS_GPU_BUILD='$(abs_top_builddir)'; export TCOMMS_GP
 if BUILD_NCCL
 if HAVE_CHECK
 gpu_cppflags = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-gpu_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
-gpu_ldadd = tests/libmrank.la lib/libtcomms.la $(CHECK_LIBS) -lm $(CUDA_LDFLAGS) -lcudart
+gpu_ldadd = $(mrank_ldadd) $(CUDA_LDFLAGS) -lcudart
 gpu_util_sources = tests/gpu/gpu_util.c tests/gpu/gpu_util.h
 
 check_PROGRAMS += tests/gpu/test_coll_cuda tests/gpu/test_nccl
 
 tests_gpu_test_coll_cuda_SOURCES = tests/test_coll.c tests/gpu/mirror.c tests/gpu/mirror.h $(gpu_util_sources)
 tests_gpu_test_coll_cuda_CPPFLAGS = $(gpu_cppflags) -DTC_TEST_CUDA
-tests_gpu_test_coll_cuda_CFLAGS = $(gpu_cflags)
+tests_gpu_test_coll_cuda_CFLAGS = $(test_cflags)
 tests_gpu_test_coll_cuda_LDFLAGS = -no-install
 tests_gpu_test_coll_cuda_LDADD = $(gpu_ldadd)
 
@@ -30,7 +29,7 @@ tests_gpu_test_nccl_SOURCES = tests/gpu/test_nccl.c tests/gpu/nccl_cases.c tests
 	tests/gpu/nccl_death.c tests/gpu/nccl_fault.c tests/gpu/nccl_ce.c tests/gpu/nccl_small.c tests/gpu/nccl_abort.c \
 	tests/gpu/nccl_flight.c tests/gpu/nccl_cases.h tests/coll_ref.c tests/coll_ref.h $(gpu_util_sources)
 tests_gpu_test_nccl_CPPFLAGS = $(gpu_cppflags)
-tests_gpu_test_nccl_CFLAGS = $(gpu_cflags) -pthread
+tests_gpu_test_nccl_CFLAGS = $(test_cflags)
 tests_gpu_test_nccl_LDFLAGS = -no-install -export-dynamic
 tests_gpu_test_nccl_LDADD = $(gpu_ldadd)
 
@@ -39,7 +38,7 @@ if HAVE_NVCC
 check_PROGRAMS += tests/gpu/test_fsdp_cuda
 tests_gpu_test_fsdp_cuda_SOURCES = tests/gpu/test_fsdp_cuda.c tests/fsdp_values.h $(gpu_util_sources)
 tests_gpu_test_fsdp_cuda_CPPFLAGS = $(gpu_cppflags)
-tests_gpu_test_fsdp_cuda_CFLAGS = $(gpu_cflags)
+tests_gpu_test_fsdp_cuda_CFLAGS = $(test_cflags)
 tests_gpu_test_fsdp_cuda_LDFLAGS = -no-install
 tests_gpu_test_fsdp_cuda_LDADD = $(gpu_ldadd)
 endif

@@ -6,11 +6,11 @@
  * with ncclCommAbort). Then every rank aborts the idle parent: its next call is ABORTED at once, and destroying
  * both returns in bounded time. */
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../mrank.h"
+#include "../mrank_world.h"
 #include "gpu_util.h"
 #include "nccl_cases.h"
 
@@ -18,22 +18,6 @@
 #define PROMPT_S 1.0
 #define ABORT_BOUND_S 5.0 /* tcn_comm_fail waits up to 2 s for the lock and 1 s for ncclCommAbort */
 #define COUNT 1024
-
-typedef struct aborter {
-    tcomms_comm_t *comm;
-    double at, took;
-    tcomms_status_t st;
-} aborter_t;
-
-static void *abort_later(void *arg)
-{
-    aborter_t *a = arg;
-    mrank_sleep_ms(ABORT_AFTER_MS);
-    a->at = mrank_now();
-    a->st = tcomms_comm_abort(a->comm);
-    a->took = mrank_now() - a->at;
-    return NULL;
-}
 
 /* TCOMMS_ERR_ABORTED whose message names the abort. */
 static int refused(tcomms_status_t st, int rank, const char *what)
@@ -52,9 +36,8 @@ static int abort_while_synchronizing(tcomms_comm_t *child, float *d, int rank)
     tcomms_status_t st = tcomms_all_reduce(child, d, d, COUNT, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, &w);
     if (st != TCOMMS_SUCCESS)
         return nt_expect(st, TCOMMS_SUCCESS, rank, "posting the child's all_reduce rank 1 skips");
-    aborter_t a = {child, 0, 0, TCOMMS_SUCCESS};
-    pthread_t th;
-    if (pthread_create(&th, NULL, abort_later, &a) != 0) {
+    mrank_aborter_t a;
+    if (mrank_abort_later(&a, child, ABORT_AFTER_MS) != 0) {
         tcomms_work_free(w);
         return mrank_failf("FAIL rank %d: pthread_create", rank);
     }
@@ -62,7 +45,7 @@ static int abort_while_synchronizing(tcomms_comm_t *child, float *d, int rank)
     double back = mrank_now();
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tcomms_last_error());
-    pthread_join(th, NULL);
+    mrank_abort_join(&a);
     fails += nt_expect(a.st, TCOMMS_SUCCESS, rank, "tcomms_comm_abort on the child");
     if (st != TCOMMS_ERR_ABORTED)
         fails += mrank_failf("FAIL rank %d: synchronize returned %s (%s), expected TCOMMS_ERR_ABORTED", rank,

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <tcomms/fsdp.h>
 
-#include "../check_run.h"
 #include "../fsdp_values.h"
 #include "../mrank.h"
 #include "gpu_util.h"
@@ -502,6 +501,16 @@ START_TEST(test_no_block)
 }
 END_TEST
 
+static void add_tests(Suite *s, int nbackends)
+{
+    (void)nbackends; /* CPU backends: these tests run on nccl */
+    TCase *tc = mrank_tcase(s, "gpu", nsizes * (JOB_TIMEOUT_S + 30));
+    tcase_add_loop_test(tc, test_values_bf16, 0, NSCENS);
+    tcase_add_loop_test(tc, test_values_fp32, 0, NSCENS);
+    tcase_add_loop_test(tc, test_no_block, 0, NSCENS);
+    tcase_add_test(tc, test_peer_loss);
+}
+
 int main(void)
 {
     char why[256] = "";
@@ -515,14 +524,5 @@ int main(void)
     if (gpu_count >= 4)
         sizes[nsizes++] = 4;
     printf("test_fsdp_cuda: %d GPU(s), ranks %s\n", gpu_count, nsizes == 2 ? "2 and 4" : "2");
-    fflush(stdout);
-    Suite *s = suite_create("fsdp_cuda");
-    TCase *tc = tcase_create("gpu");
-    tcase_set_timeout(tc, nsizes * (JOB_TIMEOUT_S + 30));
-    tcase_add_loop_test(tc, test_values_bf16, 0, NSCENS);
-    tcase_add_loop_test(tc, test_values_fp32, 0, NSCENS);
-    tcase_add_loop_test(tc, test_no_block, 0, NSCENS);
-    tcase_add_test(tc, test_peer_loss);
-    suite_add_tcase(s, tc);
-    return check_run(s);
+    return mrank_main("fsdp_cuda", MRANK_ANY, add_tests);
 }

@@ -16,7 +16,6 @@
 #include "../mrank.h"
 #include "gpu_util.h"
 #include "nccl_cases.h"
-#include "../check_run.h"
 
 #define JOB_TIMEOUT_S 150
 
@@ -179,26 +178,10 @@ START_TEST(test_split_death_nonmember)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s, int nbackends)
 {
-    char why[256] = "";
-    gpu_count = gpu_probe(why, sizeof why);
-    if (gpu_count < 2) {
-        printf("test_nccl: SKIP: needs 2 GPUs, found %d%s%s\n", gpu_count, gpu_count ? "" : ": ", gpu_count ? "" : why);
-        return GPU_SKIP;
-    }
-    sizes[nsizes++] = 2;
-    if (gpu_count >= 4)
-        sizes[nsizes++] = 4;
-    cpu_backend = getenv("TCOMMS_TEST_CPU_BACKEND");
-    if (!cpu_backend)
-        cpu_backend = "gloo";
-    printf("test_nccl: %d GPU(s), ranks %s, libnccl.so.2 version code %d, CPU backend for mixed tests: %s\n",
-           gpu_count, nsizes == 2 ? "2 and 4" : "2", gpu_nccl_version(), *cpu_backend ? cpu_backend : "(none)");
-    fflush(stdout);
-    Suite *s = suite_create("nccl");
-    TCase *tc = tcase_create("gpu");
-    tcase_set_timeout(tc, JOB_TIMEOUT_S + 30);
+    (void)nbackends; /* CPU backends: these tests run on nccl */
+    TCase *tc = mrank_tcase(s, "gpu", JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(tc, test_eager_init, 0, nsizes);
     tcase_add_loop_test(tc, test_split_hints, 0, nsizes);
     tcase_add_loop_test(tc, test_split_vote, 0, nsizes);
@@ -218,12 +201,27 @@ int main(void)
     tcase_add_loop_test(tc, test_split_stall, 0, nsizes);
     tcase_add_loop_test(tc, test_launch_failure, 0, nsizes);
     tcase_add_loop_test(tc, test_abort, 0, nsizes);
-    suite_add_tcase(s, tc);
     /* a case of its own, so that CK_RUN_CASE=flight runs these alone */
-    TCase *flight = tcase_create("flight");
-    tcase_set_timeout(flight, JOB_TIMEOUT_S + 30);
+    TCase *flight = mrank_tcase(s, "flight", JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(flight, test_flight_blocking, 0, nsizes);
     tcase_add_loop_test(flight, test_flight_handle, 0, nsizes);
-    suite_add_tcase(s, flight);
-    return check_run(s);
+}
+
+int main(void)
+{
+    char why[256] = "";
+    gpu_count = gpu_probe(why, sizeof why);
+    if (gpu_count < 2) {
+        printf("test_nccl: SKIP: needs 2 GPUs, found %d%s%s\n", gpu_count, gpu_count ? "" : ": ", gpu_count ? "" : why);
+        return GPU_SKIP;
+    }
+    sizes[nsizes++] = 2;
+    if (gpu_count >= 4)
+        sizes[nsizes++] = 4;
+    cpu_backend = getenv("TCOMMS_TEST_CPU_BACKEND");
+    if (!cpu_backend)
+        cpu_backend = "gloo";
+    printf("test_nccl: %d GPU(s), ranks %s, libnccl.so.2 version code %d, CPU backend for mixed tests: %s\n",
+           gpu_count, nsizes == 2 ? "2 and 4" : "2", gpu_nccl_version(), *cpu_backend ? cpu_backend : "(none)");
+    return mrank_main("nccl", MRANK_ANY, add_tests);
 }
