@@ -405,9 +405,9 @@ void tcu_task_advance(tcu_task_t *t)
 
 /* ---- starting and releasing tasks ---------------------------------------------------------------------------- */
 
-/* Post time for the deadline, from the coarse clock (a fifth of the cost of tc_now_ns on the fast path). It lags
- * the precise one by up to its resolution (4 ms at HZ=250), which the slack covers: a deadline fires at most that
- * much late, never early. */
+/* Post time for the deadline, from the coarse clock, which the fast path reads for less than tc_now_ns
+ * (docs/perf.md, "Measurements behind the code"). It lags the precise one by up to its resolution (one kernel tick,
+ * 1/HZ), which the slack covers: a deadline fires at most that much late, never early. */
 #define COARSE_SLACK_NS (10ull * 1000 * 1000)
 
 static tcu_task_t *take_task(tcu_comm_t *c)
