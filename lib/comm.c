@@ -207,7 +207,24 @@ void tc_comm_backend_args(const tcomms_comm_t *comm, int t, const char *prefix, 
         args->device = (tcomms_device_t){(tcomms_device_type_t)t, 0}; /* a CPU slot on a GPU-bound communicator */
 }
 
-tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks)
+/* Slot `t`'s backend communicator of `comm`, as `how` says. */
+static tcomms_status_t create_slot(tcomms_comm_t *comm, int t, const char *prefix, const tcomms_comm_t *parent,
+                                   const int *parent_ranks, tc_derive_t how)
+{
+    const tcomms_backend_t *be = comm->slot[t].be;
+    tcomms_backend_comm_args_t args;
+    tc_comm_backend_args(comm, t, prefix, parent, parent_ranks, &args);
+    if (how == TC_DERIVE_SHRINK && be->comm_shrink != NULL)
+        return be->comm_shrink(parent->slot[t].bcomm, &args, &comm->slot[t].bcomm);
+    if (how != TC_DERIVE_SPLIT) {
+        args.parent = NULL;
+        args.parent_ranks = NULL;
+    }
+    return be->comm_create(&args, &comm->slot[t].bcomm);
+}
+
+tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks,
+                                        tc_derive_t how)
 {
     tcomms_status_t made = tc_comm_state_new(comm->name, comm->rank, comm->size, &comm->state);
     if (made != TCOMMS_SUCCESS)
@@ -217,10 +234,8 @@ tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t
             continue;
         char prefix[TC_KEY_MAX];
         snprintf(prefix, sizeof(prefix), "%s/create/%.32s", comm->prefix, comm->slot[t].be->name);
-        tcomms_backend_comm_args_t args;
-        tc_comm_backend_args(comm, t, prefix, parent, parent_ranks, &args);
         tc_log_set_comm(comm->name); /* what the backend logs while it creates names this communicator */
-        tcomms_status_t st = comm->slot[t].be->comm_create(&args, &comm->slot[t].bcomm);
+        tcomms_status_t st = create_slot(comm, t, prefix, parent, parent_ranks, how);
         tc_log_set_comm(NULL);
         if (st != TCOMMS_SUCCESS) {
             tc_error_prefix(st, "creating communicator '%s' on backend '%s': ", comm->name, comm->slot[t].be->name);
@@ -394,7 +409,7 @@ tcomms_status_t tcomms_comm_create(const tcomms_comm_params_t *params, tcomms_co
     if (st == TCOMMS_SUCCESS && (st = tc_topo_root(comm, &claim)) == TCOMMS_SUCCESS && comm->device.index == -1)
         comm->device.index = comm->local_rank;
     if (st == TCOMMS_SUCCESS)
-        st = tc_comm_create_backends(comm, NULL, NULL);
+        st = tc_comm_create_backends(comm, NULL, NULL, TC_DERIVE_SPLIT);
     /* Only now, once every rank's own connection is in: the listener's must not take a place the server's
      * connection limit keeps for them. */
     if (st == TCOMMS_SUCCESS && comm->size > 1 && !(params && (params->field_mask & TCOMMS_COMM_PARAM_STORE)))

@@ -56,11 +56,22 @@ struct tcomms_comm {
     struct tc_flight *flight; /* its last operations, for timeout messages and dumps (flight.h); may be NULL */
 };
 
+/* How a child's backends come from its parent's: split from them, or for a shrink through each backend's
+ * comm_shrink where it has one (a parent healthy on every survivor), else afresh through the store (comm_create
+ * as for a root: a failed parent's transport cannot be trusted). */
+typedef enum tc_derive {
+    TC_DERIVE_SPLIT = 0,
+    TC_DERIVE_SHRINK,
+    TC_DERIVE_AFRESH
+} tc_derive_t;
+
 /* Create every backend the communicator's slots name (collective over its members), then let the last member out
  * delete the creation keys (everything under "<prefix>/create/"; splits use "<prefix>/s<n>/", which a fast rank
  * may already be writing). On failure the slots created so far are destroyed. `parent` and `parent_ranks` are
- * NULL for a root. On success the communicator is live: tc_comm_check accepts it. */
-tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks);
+ * NULL for a root; `how` says what a child takes from them. On success the communicator is live: tc_comm_check
+ * accepts it. */
+tcomms_status_t tc_comm_create_backends(tcomms_comm_t *comm, const tcomms_comm_t *parent, const int *parent_ranks,
+                                        tc_derive_t how);
 /* Delete every key under `prefix` (ending in '/') once all `members` callers have called this with it (last one
  * out, counted in the key "<prefix>done"). */
 void tc_comm_cleanup_keys(tcomms_comm_t *comm, const char *prefix, int members);

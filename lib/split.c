@@ -94,7 +94,7 @@ static tcomms_status_t split_nonmember(tcomms_comm_t *parent, tcomms_comm_t *chi
 /* This rank's part of a split the ranks agreed on: a member creates the child over `members` (parent ranks in
  * child-rank order) and hands it to *out; a non-member (n = 0) takes part for the backends. Takes `child`. */
 static tcomms_status_t build(tcomms_comm_t *parent, tcomms_comm_t *child, const int *members, int n,
-                             tcomms_comm_t **out)
+                             tc_derive_t how, tcomms_comm_t **out)
 {
     tc_log_refresh(); /* a new communicator reads the log levels again, as a root's creation does */
     if (n == 0)
@@ -105,7 +105,7 @@ static tcomms_status_t build(tcomms_comm_t *parent, tcomms_comm_t *child, const 
             child->rank = i;
     tcomms_status_t st = tc_topo_split(child, parent, members);
     if (st == TCOMMS_SUCCESS)
-        st = tc_comm_create_backends(child, parent, members);
+        st = tc_comm_create_backends(child, parent, members, how);
     if (st != TCOMMS_SUCCESS) {
         child_free(child);
         return st;
@@ -181,7 +181,7 @@ tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int n
         child_free(child);
         return split_failed(agreed, "tcomms_comm_split", split, parent);
     }
-    if ((st = build(parent, child, ranks, nranks, out)) != TCOMMS_SUCCESS)
+    if ((st = build(parent, child, ranks, nranks, TC_DERIVE_SPLIT, out)) != TCOMMS_SUCCESS)
         return split_failed(st, "tcomms_comm_split", split, parent);
     return TCOMMS_SUCCESS;
 }
@@ -253,10 +253,89 @@ tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int ke
     if (agreed == TCOMMS_SUCCESS)
         agreed = color_members(parent, table, color, members, &n);
     if (agreed == TCOMMS_SUCCESS)
-        agreed = build(parent, child, members, n, out);
+        agreed = build(parent, child, members, n, TC_DERIVE_SPLIT, out);
     else
         child_free(child);
     free(table);
     free(members);
     return agreed == TCOMMS_SUCCESS ? TCOMMS_SUCCESS : split_failed(agreed, "tcomms_comm_split_color", split, parent);
+}
+
+/* The survivors of a shrink: the parent ranks not in `exclude`, in order, into members[] (parent->size entries),
+ * *n of them; checked as the caller's own arguments. */
+static tcomms_status_t survivors(const tcomms_comm_t *parent, const int *exclude, int nexclude, tcomms_comm_t **out,
+                                 int *members, int *n)
+{
+    *n = 0;
+    if (out == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_shrink: out is NULL");
+    tcomms_status_t st = tc_comm_check_bound(parent, "tcomms_comm_shrink");
+    if (st != TCOMMS_SUCCESS)
+        return st;
+    if (nexclude < 0 || nexclude >= parent->size)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_shrink: nexclude %d is not in [0, %d): the caller "
+                        "survives", nexclude, parent->size);
+    if (nexclude > 0 && exclude == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_shrink: exclude is NULL with nexclude %d", nexclude);
+    for (int r = 0; r < parent->size; r++)
+        members[r] = 1;
+    for (int i = 0; i < nexclude; i++) {
+        int r = exclude[i];
+        if (r < 0 || r >= parent->size)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_shrink: exclude[%d] = %d is out of range [0, %d)",
+                            i, r, parent->size);
+        if (!members[r])
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_shrink: exclude[%d] = %d is listed twice", i, r);
+        if (r == parent->rank)
+            return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_shrink: exclude[%d] is the caller (parent rank %d): "
+                            "a rank left out does not call tcomms_comm_shrink", i, r);
+        members[r] = 0;
+    }
+    for (int r = 0; r < parent->size; r++)
+        if (members[r])
+            members[(*n)++] = r;
+    return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcomms_comm_shrink(tcomms_comm_t *parent, const int *exclude, int nexclude, const char *name,
+                                   const tcomms_hints_t *hints, tcomms_comm_t **out)
+{
+    if (parent == NULL)
+        return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_shrink: parent is NULL");
+    if (out != NULL)
+        *out = NULL;
+    tcomms_status_t live = tc_comm_check(parent, "tcomms_comm_shrink", "parent");
+    if (live != TCOMMS_SUCCESS)
+        return live;
+    uint64_t split = ++parent->splits; /* before any check, as in tcomms_comm_split */
+    int *members = calloc((size_t)parent->size, sizeof(*members)), n = 0;
+    if (members == NULL)
+        return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
+    tcomms_comm_t *child = NULL;
+    /* No failure-state check: a failed parent is what a shrink is for. */
+    tcomms_status_t st = survivors(parent, exclude, nexclude, out, members, &n);
+    if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, members[0], name, hints, &child)) != TCOMMS_SUCCESS)
+        tc_error_prefix(st, "tcomms_comm_shrink: ");
+    tc_split_vote_t vote;
+    if (st == TCOMMS_SUCCESS)
+        tc_split_vote_shrink(&vote, members, n, tc_comm_state_failed(parent->state, NULL) != TCOMMS_SUCCESS);
+    else
+        tc_split_vote_refuse(&vote, TC_SPLIT_SHRINK, st);
+    int any_failed = 0;
+    tcomms_status_t agreed = tc_shrink_agree(parent, split, &vote, members, n, &any_failed);
+    if (st == TCOMMS_SUCCESS && agreed != TCOMMS_SUCCESS)
+        child_free(child);
+    else if (st == TCOMMS_SUCCESS)
+        agreed = build(parent, child, members, n, any_failed ? TC_DERIVE_AFRESH : TC_DERIVE_SHRINK, out);
+    free(members);
+    if (st != TCOMMS_SUCCESS)
+        return agreed; /* the caller's own refusal, as it was */
+    if (agreed == TCOMMS_ERR_REMOTE && parent->master_addr[0] != '\0') { /* the built-in store */
+        char why[512];
+        snprintf(why, sizeof(why), "%s", tcomms_last_error());
+        tc_error(agreed, "%s (the store lives in the process of rank 0 of the root communicator: with that process "
+                 "gone, the survivors need a new rendezvous, or a root made with a store of their own, "
+                 "TCOMMS_COMM_PARAM_STORE)", why);
+    }
+    return agreed == TCOMMS_SUCCESS ? TCOMMS_SUCCESS : split_failed(agreed, "tcomms_comm_shrink", split, parent);
 }

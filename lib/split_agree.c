@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A split's agreement through the store (split_agree.h): every rank but 0 sets its vote and reads rank 0's verdict,
- * rank 0 reads the votes and sets the verdict, about 3N requests plus the key cleanup. Rank 0 alone judges, so every
- * rank reaches the same outcome; a refusal ends the split for all at once, a rank that never comes at the timeout. */
+/* A split's agreement through the store (split_agree.h): every voter but the judge sets its vote and reads the
+ * judge's verdict, the judge reads the votes and sets the verdict, about 3N requests plus the key cleanup. The
+ * voters are every parent rank with rank 0 judging, or for a shrink the survivors with the lowest judging. One rank
+ * alone judges, so every voter reaches the same outcome; a refusal ends the call for all at once, a voter that
+ * never comes at the timeout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +15,33 @@
 
 #define MSG_MAX 1024 /* a message carried in a vote or a verdict */
 
-/* The verdict rank 0 publishes: this header, the message, then for a split by color 2 ints per parent rank. */
+/* The verdict the judge publishes: this header, the message, then for a split by color 2 ints per parent rank. */
 typedef struct verdict_head {
     int32_t status;
     uint32_t msg_len;
     uint32_t ncolors; /* ints that follow the message */
+    uint32_t failed;  /* shrink: the parent failed on some voter */
+    uint64_t hash;    /* shrink: the judge's list, which a voter of another list must not act on */
 } verdict_head_t;
+
+/* One agreement: who votes (voters[0] judges) and where their keys go. */
+typedef struct agreement {
+    tcomms_comm_t *parent;
+    char prefix[TC_SUBPREFIX_MAX];
+    const int *voters; /* NULL: every parent rank, rank 0 judging */
+    int n;
+    uint32_t wait_ms; /* how long a voter waits for the others */
+} agreement_t;
+
+static int voter(const agreement_t *a, int i)
+{
+    return a->voters != NULL ? a->voters[i] : i;
+}
+
+static int is_judge(const agreement_t *a)
+{
+    return voter(a, 0) == a->parent->rank;
+}
 
 /* splitmix64's finalizer: a bijection in which every input bit moves about half the output bits. */
 static uint64_t mix64(uint64_t x)
@@ -52,6 +75,13 @@ void tc_split_vote_color(tc_split_vote_t *vote, int color, int key)
     vote->key = key;
 }
 
+void tc_split_vote_shrink(tc_split_vote_t *vote, const int *members, int n, int failed)
+{
+    tc_split_vote_list(vote, members, n);
+    vote->call = TC_SPLIT_SHRINK;
+    vote->failed = failed != 0;
+}
+
 void tc_split_vote_refuse(tc_split_vote_t *vote, tc_split_call_t call, tcomms_status_t status)
 {
     memset(vote, 0, sizeof(*vote));
@@ -61,7 +91,8 @@ void tc_split_vote_refuse(tc_split_vote_t *vote, tc_split_call_t call, tcomms_st
 
 static const char *call_name(int32_t call)
 {
-    return call == TC_SPLIT_BY_LIST ? "tcomms_comm_split" : "tcomms_comm_split_color";
+    return call == TC_SPLIT_BY_LIST ? "tcomms_comm_split" : call == TC_SPLIT_SHRINK ? "tcomms_comm_shrink"
+                                                                                    : "tcomms_comm_split_color";
 }
 
 /* "{0, 1, 2}", or past TC_SPLIT_SHOWN "{0, 1, 2, 3, 4, 5, 6, 7, ...} (12 ranks)", or "no list (not a member)". */
@@ -144,19 +175,24 @@ static tcomms_status_t judge_lists(const tc_split_vote_t *votes, int size, char 
     return st;
 }
 
-/* Rank 0's verdict on every vote: the kinds of call, then the lists; the color table goes with a split by color. */
-static tcomms_status_t judge(const tc_split_vote_t *votes, int size, char *msg, size_t cap, int32_t **table)
+/* The judge's verdict on the voters' votes (the others are zero): the kinds of call, then the lists; the color
+ * table goes with a split by color, which every parent rank votes in. */
+static tcomms_status_t judge(const agreement_t *a, const tc_split_vote_t *votes, char *msg, size_t cap,
+                             int32_t **table)
 {
-    for (int r = 1; r < size; r++)
-        if (votes[r].call != votes[0].call) {
-            snprintf(msg, cap, "parent rank 0 called %s, but parent rank %d called %s", call_name(votes[0].call), r,
-                     call_name(votes[r].call));
+    int size = a->parent->size, j = voter(a, 0);
+    for (int i = 1; i < a->n; i++) {
+        int r = voter(a, i);
+        if (votes[r].call != votes[j].call) {
+            snprintf(msg, cap, "parent rank %d called %s, but parent rank %d called %s", j, call_name(votes[j].call),
+                     r, call_name(votes[r].call));
             return TCOMMS_ERR_MISMATCH;
         }
-    if (votes[0].call == TC_SPLIT_BY_LIST)
+    }
+    if (votes[j].call != TC_SPLIT_BY_COLOR)
         return judge_lists(votes, size, msg, cap);
     if ((*table = malloc((size_t)size * 2 * sizeof(int32_t))) == NULL) {
-        snprintf(msg, cap, "parent rank 0 is out of memory");
+        snprintf(msg, cap, "parent rank %d is out of memory", j);
         return TCOMMS_ERR_NO_MEMORY;
     }
     for (int r = 0; r < size; r++) {
@@ -166,37 +202,41 @@ static tcomms_status_t judge(const tc_split_vote_t *votes, int size, char *msg, 
     return TCOMMS_SUCCESS;
 }
 
-/* Rank 0: read the votes in rank order until a refusal, a rank that does not come by the deadline, or the last;
- * then judge. The verdict's message goes to msg. */
-static tcomms_status_t collect(tcomms_comm_t *parent, const char *prefix, const tc_split_vote_t *mine, char *msg,
-                               size_t cap, int32_t **table)
+/* The judge: read the votes in voter order until a refusal, a voter that does not come by the deadline, or the
+ * last; then judge. The verdict's message goes to msg; *failed: whether any voter's parent failed. */
+static tcomms_status_t collect(const agreement_t *a, const tc_split_vote_t *mine, char *msg, size_t cap,
+                               int32_t **table, int *failed)
 {
-    int size = parent->size;
-    tc_split_vote_t *votes = calloc((size_t)size, sizeof(*votes));
+    tcomms_comm_t *parent = a->parent;
+    tc_split_vote_t *votes = calloc((size_t)parent->size, sizeof(*votes));
     if (votes == NULL) {
-        snprintf(msg, cap, "parent rank 0 is out of memory");
+        snprintf(msg, cap, "parent rank %d is out of memory", parent->rank);
         return TCOMMS_ERR_NO_MEMORY;
     }
-    votes[0] = *mine;
-    uint64_t deadline = tc_now_ms() + parent->timeout_ms;
+    votes[parent->rank] = *mine;
+    *failed = mine->failed;
+    uint64_t deadline = tc_now_ms() + a->wait_ms;
     tcomms_status_t st = TCOMMS_SUCCESS;
-    for (int r = 1; r < size && st == TCOMMS_SUCCESS; r++) {
+    for (int i = 1; i < a->n && st == TCOMMS_SUCCESS; i++) {
+        int r = voter(a, i);
         char key[TC_KEY_MAX];
-        snprintf(key, sizeof(key), "%sv%d", prefix, r);
+        snprintf(key, sizeof(key), "%sv%d", a->prefix, r);
         uint64_t now = tc_now_ms();
         void *val = NULL;
         size_t len = 0;
         st = tc_store_get(parent->store->store, key, &val, &len, now < deadline ? (uint32_t)(deadline - now) : 1);
         if (st == TCOMMS_ERR_TIMEOUT)
-            snprintf(msg, cap, "parent rank %d did not call within the timeout (%u ms)", r, parent->timeout_ms);
+            snprintf(msg, cap, "parent rank %d did not call within %u ms", r, a->wait_ms);
         else if (st != TCOMMS_SUCCESS)
-            snprintf(msg, cap, "parent rank 0 reading parent rank %d's call: %s", r, tcomms_last_error());
+            snprintf(msg, cap, "parent rank %d reading parent rank %d's call: %s", parent->rank, r,
+                     tcomms_last_error());
         else if (len < sizeof(*votes)) {
             snprintf(msg, cap, "parent rank %d's vote takes %zu bytes, expected at least %zu", r, len,
                      sizeof(*votes));
             st = TCOMMS_ERR_PROTOCOL;
         } else {
             memcpy(&votes[r], val, sizeof(*votes));
+            *failed |= votes[r].failed;
             if (votes[r].status != TCOMMS_SUCCESS) {
                 st = votes[r].status;
                 snprintf(msg, cap, "parent rank %d refused its arguments: %.*s", r, (int)(len - sizeof(*votes)),
@@ -206,15 +246,17 @@ static tcomms_status_t collect(tcomms_comm_t *parent, const char *prefix, const 
         free(val);
     }
     if (st == TCOMMS_SUCCESS)
-        st = judge(votes, size, msg, cap, table);
+        st = judge(a, votes, msg, cap, table);
     free(votes);
     return st;
 }
 
-static tcomms_status_t publish(tcomms_comm_t *parent, const char *prefix, tcomms_status_t st, const char *msg,
-                               const int32_t *table)
+/* The verdict of judge `judge` (this rank) for the voters; `hash` is the judge's shrink list, 0 for a split. */
+static tcomms_status_t publish(const agreement_t *a, tcomms_status_t st, const char *msg, const int32_t *table,
+                               int failed, uint64_t hash)
 {
-    verdict_head_t head = {st, (uint32_t)strlen(msg), table ? 2u * (uint32_t)parent->size : 0};
+    verdict_head_t head = {st, (uint32_t)strlen(msg), table ? 2u * (uint32_t)a->parent->size : 0, failed != 0,
+                           hash};
     size_t len = sizeof(head) + head.msg_len + head.ncolors * sizeof(int32_t);
     unsigned char *buf = malloc(len);
     if (buf == NULL)
@@ -224,31 +266,42 @@ static tcomms_status_t publish(tcomms_comm_t *parent, const char *prefix, tcomms
     if (table != NULL)
         memcpy(buf + sizeof(head) + head.msg_len, table, head.ncolors * sizeof(int32_t));
     char key[TC_KEY_MAX];
-    snprintf(key, sizeof(key), "%sverdict", prefix);
-    tcomms_status_t set = tc_store_set(parent->store->store, key, buf, len);
+    snprintf(key, sizeof(key), "%sverdict%d", a->prefix, a->parent->rank);
+    tcomms_status_t set = tc_store_set(a->parent->store->store, key, buf, len);
     free(buf);
     return set;
 }
 
-/* Every rank but 0: the verdict, with its message in msg and the color table if any. */
-static tcomms_status_t await(tcomms_comm_t *parent, const char *prefix, char *msg, size_t cap, int32_t **table)
+/* Every voter but the judge: the verdict, with its message in msg and the color table if any. A shrink's verdict
+ * on another list than `mine` is a mismatch. */
+static tcomms_status_t await(const agreement_t *a, const tc_split_vote_t *mine, char *msg, size_t cap,
+                             int32_t **table, int *failed)
 {
+    tcomms_comm_t *parent = a->parent;
+    int j = voter(a, 0);
     char key[TC_KEY_MAX];
-    snprintf(key, sizeof(key), "%sverdict", prefix);
+    snprintf(key, sizeof(key), "%sverdict%d", a->prefix, j);
     void *val = NULL;
     size_t len = 0;
-    tcomms_status_t st = tc_store_get(parent->store->store, key, &val, &len, parent->timeout_ms);
+    tcomms_status_t st = tc_store_get(parent->store->store, key, &val, &len, a->wait_ms);
     verdict_head_t head = {0};
     if (st == TCOMMS_SUCCESS && len >= sizeof(head))
         memcpy(&head, val, sizeof(head));
     if (st != TCOMMS_SUCCESS) {
-        snprintf(msg, cap, "waiting for parent rank 0's verdict: %s", tcomms_last_error());
+        snprintf(msg, cap, "waiting for parent rank %d's verdict: %s", j, tcomms_last_error());
     } else if (len < sizeof(head) || len != sizeof(head) + head.msg_len + (size_t)head.ncolors * sizeof(int32_t) ||
                (head.ncolors != 0 && head.ncolors != 2u * (uint32_t)parent->size)) {
-        snprintf(msg, cap, "parent rank 0's verdict takes %zu bytes, which is not a verdict", len);
+        snprintf(msg, cap, "parent rank %d's verdict takes %zu bytes, which is not a verdict", j, len);
         st = TCOMMS_ERR_PROTOCOL;
+    } else if (head.status == TCOMMS_SUCCESS && mine->call == TC_SPLIT_SHRINK && head.hash != mine->hash) {
+        char list[160];
+        format_list(mine, list, sizeof(list));
+        snprintf(msg, cap, "the survivor lists disagree: parent rank %d, the lowest survivor this rank named, shrank "
+                 "to another list than this rank's %s", j, list);
+        st = TCOMMS_ERR_MISMATCH;
     } else {
         st = head.status;
+        *failed = head.failed != 0;
         snprintf(msg, cap, "%.*s", (int)head.msg_len, (const char *)val + sizeof(head));
         if (st == TCOMMS_SUCCESS && head.ncolors != 0) {
             if ((*table = malloc(head.ncolors * sizeof(int32_t))) == NULL) {
@@ -263,9 +316,8 @@ static tcomms_status_t await(tcomms_comm_t *parent, const char *prefix, char *ms
     return st;
 }
 
-/* Every rank but 0: its vote, followed by the message of its refusal if it refused. */
-static tcomms_status_t send_vote(tcomms_comm_t *parent, const char *prefix, const tc_split_vote_t *vote,
-                                 const char *why)
+/* Every voter but the judge: its vote, followed by the message of its refusal if it refused. */
+static tcomms_status_t send_vote(const agreement_t *a, const tc_split_vote_t *vote, const char *why)
 {
     size_t why_len = vote->status != TCOMMS_SUCCESS ? strlen(why) : 0;
     unsigned char *buf = malloc(sizeof(*vote) + why_len);
@@ -274,60 +326,103 @@ static tcomms_status_t send_vote(tcomms_comm_t *parent, const char *prefix, cons
     memcpy(buf, vote, sizeof(*vote));
     memcpy(buf + sizeof(*vote), why, why_len);
     char key[TC_KEY_MAX];
-    snprintf(key, sizeof(key), "%sv%d", prefix, parent->rank);
-    tcomms_status_t st = tc_store_set(parent->store->store, key, buf, sizeof(*vote) + why_len);
+    snprintf(key, sizeof(key), "%sv%d", a->prefix, a->parent->rank);
+    tcomms_status_t st = tc_store_set(a->parent->store->store, key, buf, sizeof(*vote) + why_len);
     free(buf);
     return st;
 }
 
-/* A refusing rank tells the others and leaves at once: rank 0 through the verdict, the others through their vote. */
-static void refuse(tcomms_comm_t *parent, const char *prefix, const tc_split_vote_t *vote, const char *why)
+/* A refusing rank tells the others and leaves at once: the judge through its verdict, the others through their
+ * vote. A shrink's refusal does both, since the refusing rank cannot know whom the others take for their judge. */
+static void refuse(const agreement_t *a, const tc_split_vote_t *vote, const char *why)
 {
-    if (parent->rank != 0) {
-        send_vote(parent, prefix, vote, why);
+    if (!is_judge(a) || vote->call == TC_SPLIT_SHRINK)
+        send_vote(a, vote, why);
+    if (!is_judge(a) && vote->call != TC_SPLIT_SHRINK)
         return;
-    }
     char msg[MSG_MAX + 64];
-    snprintf(msg, sizeof(msg), "parent rank 0 refused its arguments: %.*s", MSG_MAX, why);
-    publish(parent, prefix, vote->status, msg, NULL);
+    snprintf(msg, sizeof(msg), "parent rank %d refused its arguments: %.*s", a->parent->rank, MSG_MAX, why);
+    publish(a, vote->status, msg, NULL, 0, 0);
+}
+
+/* A lone voter judges its own vote (a parent of one rank, a shrink to one survivor): no store traffic. */
+static tcomms_status_t judge_alone(const agreement_t *a, const tc_split_vote_t *vote, char *msg, size_t cap,
+                                   int32_t **table)
+{
+    tc_split_vote_t *votes = calloc((size_t)a->parent->size, sizeof(*votes));
+    if (votes == NULL) {
+        snprintf(msg, cap, "out of memory");
+        return TCOMMS_ERR_NO_MEMORY;
+    }
+    votes[a->parent->rank] = *vote;
+    tcomms_status_t st = judge(a, votes, msg, cap, table);
+    free(votes);
+    return st;
+}
+
+/* This rank's part of agreement `a`; *failed as in collect. The last of the voters out deletes the keys. */
+static tcomms_status_t agree(const agreement_t *a, const tc_split_vote_t *vote, int32_t **table, int *failed)
+{
+    char msg[MSG_MAX + 64];
+    snprintf(msg, sizeof(msg), "%s", vote->status != TCOMMS_SUCCESS ? tcomms_last_error() : "");
+    tcomms_status_t st = vote->status;
+    *failed = vote->failed;
+    if (st != TCOMMS_SUCCESS) {
+        if (a->parent->size > 1)
+            refuse(a, vote, msg);
+    } else if (a->n <= 1) {
+        st = judge_alone(a, vote, msg, sizeof(msg), table);
+    } else if (is_judge(a)) {
+        st = collect(a, vote, msg, sizeof(msg), table, failed);
+        tcomms_status_t set = publish(a, st, msg, *table, *failed, vote->call == TC_SPLIT_SHRINK ? vote->hash : 0);
+        if (st == TCOMMS_SUCCESS && set != TCOMMS_SUCCESS) {
+            st = set;
+            snprintf(msg, sizeof(msg), "publishing the verdict: %s", tcomms_last_error());
+        }
+    } else if ((st = send_vote(a, vote, "")) != TCOMMS_SUCCESS) {
+        snprintf(msg, sizeof(msg), "sending this rank's call to parent rank %d: %s", voter(a, 0),
+                 tcomms_last_error());
+    } else {
+        st = await(a, vote, msg, sizeof(msg), table, failed);
+    }
+    if (a->n > 1)
+        tc_comm_cleanup_keys(a->parent, a->prefix, a->n);
+    if (st != TCOMMS_SUCCESS) {
+        free(*table);
+        *table = NULL;
+        return tc_error(st, "%s", msg);
+    }
+    return TCOMMS_SUCCESS;
 }
 
 tcomms_status_t tc_split_agree(tcomms_comm_t *parent, uint64_t split, const tc_split_vote_t *vote,
                                int32_t **colors)
 {
-    char prefix[TC_SUBPREFIX_MAX];
-    snprintf(prefix, sizeof(prefix), "%s/s%llu/a/", parent->prefix, (unsigned long long)split);
-    char msg[MSG_MAX + 64];
-    snprintf(msg, sizeof(msg), "%s", vote->status != TCOMMS_SUCCESS ? tcomms_last_error() : "");
+    agreement_t a = {.parent = parent, .voters = NULL, .n = parent->size, .wait_ms = parent->timeout_ms};
+    snprintf(a.prefix, sizeof(a.prefix), "%s/s%llu/a/", parent->prefix, (unsigned long long)split);
     int32_t *table = NULL;
-    tcomms_status_t st = vote->status;
-    if (parent->size == 1) {
-        if (st == TCOMMS_SUCCESS)
-            st = judge(vote, 1, msg, sizeof(msg), &table);
-    } else {
-        if (st != TCOMMS_SUCCESS) {
-            refuse(parent, prefix, vote, msg);
-        } else if (parent->rank == 0) {
-            st = collect(parent, prefix, vote, msg, sizeof(msg), &table);
-            tcomms_status_t set = publish(parent, prefix, st, msg, table);
-            if (st == TCOMMS_SUCCESS && set != TCOMMS_SUCCESS) {
-                st = set;
-                snprintf(msg, sizeof(msg), "publishing the verdict: %s", tcomms_last_error());
-            }
-        } else if ((st = send_vote(parent, prefix, vote, "")) != TCOMMS_SUCCESS) {
-            snprintf(msg, sizeof(msg), "sending this rank's call to parent rank 0: %s", tcomms_last_error());
-        } else {
-            st = await(parent, prefix, msg, sizeof(msg), &table);
-        }
-        tc_comm_cleanup_keys(parent, prefix, parent->size);
-    }
-    if (st != TCOMMS_SUCCESS) {
-        free(table);
-        return tc_error(st, "%s", msg);
-    }
+    int failed = 0;
+    tcomms_status_t st = agree(&a, vote, &table, &failed);
     if (colors != NULL)
         *colors = table;
     else
         free(table);
-    return TCOMMS_SUCCESS;
+    return st;
+}
+
+tcomms_status_t tc_shrink_agree(tcomms_comm_t *parent, uint64_t split, const tc_split_vote_t *vote,
+                                const int *members, int n, int *any_failed)
+{
+    /* The survivors come as each sees the failure: one may still be waiting out the timeout of the operation that
+     * failed, and asking the others about it (flight_ask.c), when another calls. */
+    uint64_t wait = 2ull * parent->timeout_ms + TC_WAIT_MARGIN_MS;
+    agreement_t a = {.parent = parent, .voters = members, .n = n, .wait_ms = wait > UINT32_MAX ? UINT32_MAX
+                                                                                               : (uint32_t)wait};
+    snprintf(a.prefix, sizeof(a.prefix), "%s/s%llu/a/", parent->prefix, (unsigned long long)split);
+    int32_t *table = NULL;
+    int failed = 0;
+    tcomms_status_t st = agree(&a, vote, &table, &failed);
+    free(table);
+    *any_failed = failed;
+    return st;
 }

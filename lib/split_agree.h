@@ -11,7 +11,7 @@
 
 #define TC_SPLIT_SHOWN 8 /* members of a list a vote carries for messages */
 
-typedef enum { TC_SPLIT_BY_LIST = 1, TC_SPLIT_BY_COLOR = 2 } tc_split_call_t;
+typedef enum { TC_SPLIT_BY_LIST = 1, TC_SPLIT_BY_COLOR = 2, TC_SPLIT_SHRINK = 3 } tc_split_call_t;
 
 /* What one rank brings to a split. Fixed-size: rank 0 reads N of them whatever the lists hold, and compares lists
  * by their hash (with their length and first member), which is what lets the agreement cost O(N). */
@@ -22,12 +22,14 @@ typedef struct tc_split_vote {
     int32_t n;                     /* by list: members, 0 for a non-member */
     int32_t shown[TC_SPLIT_SHOWN]; /* by list: the first members */
     int32_t color, key;            /* by color */
-    int32_t pad;
+    int32_t failed;                /* shrink: this rank's parent has failed */
 } tc_split_vote_t;
 
 /* A vote for a split by list over `members` (n = 0: not a member), or by color. */
 void tc_split_vote_list(tc_split_vote_t *vote, const int *members, int n);
 void tc_split_vote_color(tc_split_vote_t *vote, int color, int key);
+/* A vote for a shrink to the survivors `members` (parent ranks, sorted); `failed`: the parent has failed here. */
+void tc_split_vote_shrink(tc_split_vote_t *vote, const int *members, int n, int failed);
 /* A vote refusing the caller's arguments: `status` with the thread's current message, which is carried to the
  * others. */
 void tc_split_vote_refuse(tc_split_vote_t *vote, tc_split_call_t call, tcomms_status_t status);
@@ -41,5 +43,12 @@ void tc_split_vote_refuse(tc_split_vote_t *vote, tc_split_call_t call, tcomms_st
  * key, 2 ints a rank. */
 tcomms_status_t tc_split_agree(tcomms_comm_t *parent, uint64_t split, const tc_split_vote_t *vote,
                                int32_t **colors);
+
+/* The same among the survivors of a shrink only: `vote` is a shrink vote over its survivors (or a refusal, whose
+ * `members` still names the ranks to tell), the lowest of them judges, and the ranks left out are neither waited
+ * for nor read. Every survivor of one list reaches the same outcome; a survivor whose list differs from its
+ * judge's gets TCOMMS_ERR_MISMATCH. On success *any_failed says whether the parent failed on any survivor. */
+tcomms_status_t tc_shrink_agree(tcomms_comm_t *parent, uint64_t split, const tc_split_vote_t *vote,
+                                const int *members, int n, int *any_failed);
 
 #endif

@@ -9,7 +9,8 @@
 # (test_topo), every UCX algorithm forced by TCOMMS_UCX_<COLL>_ALGO (test_ucx_algo), tcomms_comm_abort and the
 # failure state the core keeps for every backend (test_abort), a handle outliving its communicator and a backend's
 # failure reported through the core (test_lifetime), timeouts that name the ranks that never posted the operation
-# and the TCOMMS_TRACE_DUMP files (test_flight). They share the fork harness and reference in
+# and the TCOMMS_TRACE_DUMP files (test_flight), survivors shrinking a communicator after a rank died
+# (test_shrink). They share the fork harness and reference in
 # tests/libmrank.la, and use only the public API except where noted.
 # make check runs test_coll on 1-4 ranks and test_ucx_algo on 2-4; `make check-long` runs test_coll on 1-8 and
 # test_ucx_algo on 5-8 (5-8 oversubscribe a small machine).
@@ -23,7 +24,7 @@ tests_libmrank_la_CFLAGS = $(test_cflags)
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
 	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
 	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo tests/test_ucx_algo tests/test_abort \
-	tests/test_lifetime tests/test_flight
+	tests/test_lifetime tests/test_flight tests/test_shrink
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -91,6 +92,10 @@ tests_test_call_check_LDADD = $(mrank_core_ldadd)
 tests_peer_death_prog_SOURCES = tests/peer_death_prog.c
 tests_peer_death_prog_CFLAGS = $(test_cflags)
 tests_peer_death_prog_LDADD = lib/libtcomms.la $(CHECK_LIBS)
+
+tests_test_shrink_SOURCES = tests/test_shrink.c
+tests_test_shrink_CFLAGS = $(test_cflags)
+tests_test_shrink_LDADD = $(mrank_ldadd)
 
 tests_test_abort_SOURCES = tests/test_abort.c
 tests_test_abort_CFLAGS = $(test_cflags)

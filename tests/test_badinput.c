@@ -233,6 +233,7 @@ START_TEST(bad_split_lists)
     EXPECT(tcomms_comm_split(comm, NULL, 1, NULL, NULL, &child), TCOMMS_ERR_INVALID_ARG, "ranks");
     EXPECT(tcomms_comm_split(comm, zero, 1, NULL, NULL, NULL), TCOMMS_ERR_INVALID_ARG, "out");
     EXPECT(tcomms_comm_split_color(NULL, 0, 0, NULL, NULL, &child), TCOMMS_ERR_INVALID_ARG, "comm|parent");
+    EXPECT(tcomms_comm_shrink(NULL, NULL, 0, NULL, NULL, &child), TCOMMS_ERR_INVALID_ARG, "parent");
 }
 END_TEST
 

@@ -97,6 +97,8 @@ START_TEST(test_not_bound)
     ck_assert_int_eq(tcomms_comm_split_color(comm, TCOMMS_SPLIT_NOCOLOR, 0, NULL, NULL, &child),
                      TCOMMS_ERR_NOT_BOUND);
     assert_message_has("tcomms_comm_split_color");
+    ck_assert_int_eq(tcomms_comm_shrink(comm, NULL, 0, NULL, NULL, &child), TCOMMS_ERR_NOT_BOUND);
+    assert_message_has("tcomms_comm_shrink");
     /* inside a group, the error is immediate and nothing is bracketed on the unbound backend */
     ck_assert_int_eq(tcomms_group_start(), TCOMMS_SUCCESS);
     ck_assert_int_eq(reduce_n(comm, 4, &on_cuda), TCOMMS_ERR_NOT_BOUND);

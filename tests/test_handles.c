@@ -70,6 +70,7 @@ START_TEST(destroyed_comm)
         ck_assert_ptr_null(child);
         EXPECT_BAD(tcomms_comm_split_color(c, 0, 0, NULL, NULL, &child), "tcomms_comm_split_color",
                    "already destroyed");
+        EXPECT_BAD(tcomms_comm_shrink(c, NULL, 0, NULL, NULL, &child), "tcomms_comm_shrink", "already destroyed");
         EXPECT_BAD(tcomms_mem_alloc(c, TCOMMS_DEVICE_CPU, 64, &mem), "tcomms_mem_alloc", "already destroyed");
         ck_assert_ptr_null(mem);
     }

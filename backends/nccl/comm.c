@@ -140,34 +140,41 @@ static tcomms_status_t init_root(tcn_comm_t *c, const tcomms_backend_comm_args_t
     return created(c, c->nccl, r, deadline, "ncclCommInitRankConfig");
 }
 
-/* ncclCommSplit waits for every rank of the parent. Before it, every parent rank (member or not) votes through the
- * store whether its own preparation succeeded, so a rank that failed (bad child hints, no memory) fails the split
- * everywhere within the timeout, instead of leaving the others inside NCCL. The counter key (failures count 2^32)
- * lives under the parent's lasting prefix (args->prefix is deleted after each creation: a vote under the parent's
- * creation prefix was once wiped by the parent's own cleanup, racing the first split). The last voter publishes the
- * outcome under a second key, which the others wait for in one store request each: polling the counter would cost
- * the store server a request per rank and millisecond while the slowest rank comes. Parent rank 0 deletes the
- * previous split's keys once every rank has voted in this one, so two keys per parent remain. */
-static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_t *args, int ok)
+/* ncclCommSplit waits for every rank of the parent, ncclCommShrink for every survivor. Before either, each of those
+ * ranks votes through the store whether its own preparation succeeded, so a rank that failed (bad child hints, no
+ * memory) fails the call everywhere within the timeout, instead of leaving the others inside NCCL. The counter key
+ * (failures count 2^32) of a split lives under the parent's lasting prefix (args->prefix is deleted after each
+ * creation: a vote under the parent's creation prefix was once wiped by the parent's own cleanup, racing the first
+ * split); a shrink's goes under args->prefix, the child's, since only the survivors count its calls. The last voter
+ * publishes the outcome under a second key, which the others wait for in one store request each: polling the
+ * counter would cost the store server a request per rank and millisecond while the slowest rank comes. Parent rank
+ * 0 deletes the previous split's keys once every rank has voted in this one, so two keys per parent remain. */
+static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_t *args, int ok, int shrink)
 {
-    char key[sizeof(p->prefix) + 32], outcome[sizeof(key) + 8];
-    snprintf(key, sizeof(key), "%s/nccl-split%u", p->prefix, p->splits);
-    snprintf(outcome, sizeof(outcome), "%s/nccl-split%u/all", p->prefix, p->splits++);
+    char key[sizeof(p->prefix) + 512], outcome[sizeof(key) + 8];
+    int voters = shrink ? args->size : p->size;
+    if (shrink) {
+        snprintf(key, sizeof(key), "%s/nccl-shrink", args->prefix);
+        snprintf(outcome, sizeof(outcome), "%s/nccl-shrink/all", args->prefix);
+    } else {
+        snprintf(key, sizeof(key), "%s/nccl-split%u", p->prefix, p->splits);
+        snprintf(outcome, sizeof(outcome), "%s/nccl-split%u/all", p->prefix, p->splits++);
+    }
     int64_t v = 0;
     tcomms_status_t st = tcn_core->store_add(args->store, key, ok ? 1 : (INT64_C(1) << 32) + 1, &v);
-    if (st == TCOMMS_SUCCESS && (v & 0xffffffff) == p->size) /* the last vote */
+    if (st == TCOMMS_SUCCESS && (v & 0xffffffff) == voters) /* the last vote */
         st = tcn_core->store_set(args->store, outcome, &v, sizeof(v));
     if (!ok || st != TCOMMS_SUCCESS)
         return st; /* a failing rank has its own error to return; the others count it */
-    if ((v & 0xffffffff) < p->size) {
+    if ((v & 0xffffffff) < voters) {
         void *all = NULL;
         size_t len = 0;
         st = tcn_core->store_get(args->store, outcome, &all, &len, args->timeout_ms);
         if (st == TCOMMS_ERR_TIMEOUT) {
             tcn_core->store_add(args->store, key, 0, &v);
-            return tcn_core->error(TCOMMS_ERR_TIMEOUT, "nccl '%s' rank %d: split: %lld of the parent's %d ranks "
-                                   "arrived within %u ms", p->name, p->rank, (long long)(v & 0xffffffff), p->size,
-                                   args->timeout_ms);
+            return tcn_core->error(TCOMMS_ERR_TIMEOUT, "nccl '%s' rank %d: %s: %lld of the %d ranks arrived within "
+                                   "%u ms", p->name, p->rank, shrink ? "shrink" : "split",
+                                   (long long)(v & 0xffffffff), voters, args->timeout_ms);
         }
         if (st == TCOMMS_SUCCESS && len != sizeof(v))
             st = tcn_core->error(TCOMMS_ERR_PROTOCOL, "nccl '%s': store key %s holds %zu bytes, expected %zu",
@@ -179,15 +186,15 @@ static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_
             return st;
     }
     /* Every rank counted here had finished the previous vote: its keys are read by no one now. */
-    if (p->rank == 0 && p->splits > 1) {
+    if (!shrink && p->rank == 0 && p->splits > 1) {
         snprintf(key, sizeof(key), "%s/nccl-split%u", p->prefix, p->splits - 2);
         snprintf(outcome, sizeof(outcome), "%s/nccl-split%u/all", p->prefix, p->splits - 2);
         tcn_core->store_del(args->store, key);
         tcn_core->store_del(args->store, outcome);
     }
     if ((v >> 32) != 0)
-        return tcn_core->error(TCOMMS_ERR_REMOTE, "nccl '%s' rank %d: split abandoned: %lld rank(s) of the parent "
-                               "failed before it (their own errors say why)", p->name, p->rank,
+        return tcn_core->error(TCOMMS_ERR_REMOTE, "nccl '%s' rank %d: %s abandoned: %lld rank(s) failed before it "
+                               "(their own errors say why)", p->name, p->rank, shrink ? "shrink" : "split",
                                (long long)(v >> 32));
     return TCOMMS_SUCCESS;
 }
@@ -199,9 +206,9 @@ static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_
  * NCCL (2.28 at least) points the parent at the child's abort flag while the split runs, and a failed split leaves
  * that pointer set: so the parent is aborted while the child still exists (init_split aborts the child after), and
  * never after a split that failed before returning a child, whose flag NCCL has freed already (see split_refused). */
-static tcomms_status_t split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResult_t r)
+static tcomms_status_t split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResult_t r, const char *call)
 {
-    tcn_comm_fail(p, st, NULL, 0, "ncclCommSplit failed on this rank (%s)",
+    tcn_comm_fail(p, st, NULL, 0, "%s failed on this rank (%s)", call,
                   r == ncclInProgress ? "not done by the timeout" : ncclGetErrorString(r));
     return st;
 }
@@ -211,10 +218,10 @@ static tcomms_status_t split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResul
  * NCCL 2.28.3). The parent's NCCL communicator is given up here, under p->lock, and left allocated: split_failed
  * then fails the tcomms communicator without ending it. config.c refuses beforehand what NCCL's config check
  * refuses, so only NCCL's own failures come here. */
-static void split_refused(tcn_comm_t *p)
+static void split_refused(tcn_comm_t *p, const char *call)
 {
-    tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: ncclCommSplit failed before making the child; NCCL left "
-                  "the parent unsafe to end, so its NCCL communicator is left allocated", p->name, p->rank);
+    tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: %s failed before making the child; NCCL left the parent "
+                  "unsafe to end, so its NCCL communicator is left allocated", p->name, p->rank, call);
     p->nccl = NULL;
 }
 
@@ -236,26 +243,52 @@ static ncclResult_t settle_child(ncclComm_t *child, const tcn_comm_t *p, uint64_
 }
 #endif
 
-static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_backend_comm_args_t *args)
+#if TCN_HAS_SPLIT
+/* The child from the parent's NCCL communicator: ncclCommSplit, or ncclCommShrink leaving out the parent ranks
+ * missing from args->parent_ranks. */
+static ncclResult_t derive_call(tcn_comm_t *c, tcn_comm_t *p, const tcomms_backend_comm_args_t *args, int shrink)
+{
+    if (!shrink) /* children of one split have disjoint member lists: the first member's parent rank tells them apart */
+        return ncclCommSplit(p->nccl, args->parent_ranks[0], args->rank, &c->nccl, &c->cfg.nc);
+#if TCN_HAS_SHRINK
+    int *exclude = malloc((size_t)p->size * sizeof(*exclude)), n = 0;
+    if (exclude == NULL)
+        return ncclSystemError;
+    for (int r = 0, i = 0; r < p->size; r++) {
+        if (i < args->size && args->parent_ranks[i] == r)
+            i++;
+        else
+            exclude[n++] = r;
+    }
+    ncclResult_t r = ncclCommShrink(p->nccl, exclude, n, &c->nccl, &c->cfg.nc, NCCL_SHRINK_DEFAULT);
+    free(exclude);
+    return r;
+#else
+    return ncclInvalidUsage; /* unreached: tcn_comm_shrink makes the child afresh */
+#endif
+}
+#endif
+
+static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_backend_comm_args_t *args, int shrink)
 {
 #if TCN_HAS_SPLIT
+    const char *call = shrink ? "ncclCommShrink" : "ncclCommSplit";
     uint64_t deadline = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
     pthread_mutex_lock(&p->lock);
     if (p->nccl == NULL || tcn_comm_broken(p)) {
         pthread_mutex_unlock(&p->lock);
-        return tcn_comm_aborted(p, "split");
+        return tcn_comm_aborted(p, shrink ? "shrink" : "split");
     }
-    /* children of one split have disjoint member lists: the first member's parent rank tells them apart */
-    ncclResult_t r = ncclCommSplit(p->nccl, args->parent_ranks[0], args->rank, &c->nccl, &c->cfg.nc);
+    ncclResult_t r = derive_call(c, p, args, shrink);
     if (r != ncclSuccess && r != ncclInProgress && c->nccl == NULL)
-        split_refused(p);
+        split_refused(p, call);
     if (r == ncclInProgress || (r == ncclSuccess && c->nccl == NULL))
         r = settle_child(&c->nccl, p, deadline);
     pthread_mutex_unlock(&p->lock);
     if (r == ncclSuccess)
         return TCOMMS_SUCCESS;
-    tcomms_status_t st = tcn_nccl_error(c, r, "ncclCommSplit");
-    split_failed(p, st, r); /* first: the child's abort flag must outlive the parent's abort */
+    tcomms_status_t st = tcn_nccl_error(c, r, call);
+    split_failed(p, st, r, call); /* first: the child's abort flag must outlive the parent's abort */
     if (r == ncclInProgress) {
         /* Aborting the parent ends the child's init job, which then stores the child: abort that too. */
         uint64_t grace = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
@@ -267,6 +300,7 @@ static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_bac
 #else
     (void)p;
     (void)args;
+    (void)shrink;
     return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl '%s': split needs ncclCommSplit (NCCL 2.18); this "
                            "module was built with NCCL %d.%d.%d", c->name, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
 #endif
@@ -311,17 +345,17 @@ static tcomms_status_t barrier(tcn_comm_t *c)
     return st;
 }
 
-static void log_ready(const tcn_comm_t *c, int split)
+static void log_ready(const tcn_comm_t *c, const char *how)
 {
     tcn_core->log(TCOMMS_LOG_INFO, "nccl", "'%s': rank %d of %d ready on cuda:%d%s (NCCL %d.%d.%d headers, %s, "
-                  "internal stream priority %d of [%d, %d])", c->name, c->rank, c->size, c->device,
-                  split ? " (split)" : "", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
+                  "internal stream priority %d of [%d, %d])", c->name, c->rank, c->size, c->device, how,
+                  NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
                   c->nonblocking ? "non-blocking" : "blocking", c->prio, c->prio_least, c->prio_greatest);
 }
 
-tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm)
+/* A root (p NULL), a split child (p the parent), or a shrink's child from a parent healthy on every survivor. */
+static tcomms_status_t create(const tcomms_backend_comm_args_t *args, tcn_comm_t *p, int shrink, void **bcomm)
 {
-    tcn_comm_t *p = args->parent;
     int device = p ? p->device : args->device.index, ndev = 0;
     long watch_ms, small_bytes; /* read before any NCCL call, so a bad value fails every rank alike and early */
     tcomms_status_t st = tcn_core->env_int("TCOMMS_NCCL_WATCHDOG_MS", 1, 60000, 100, &watch_ms);
@@ -330,7 +364,7 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
                                args->size <= TCN_SMALL_DEFAULT_RANKS ? TCN_SMALL_DEFAULT_BYTES : 0, &small_bytes);
     if (st != TCOMMS_SUCCESS) {
         if (p)
-            split_vote(p, args, 0);
+            split_vote(p, args, 0, shrink);
         return st;
     }
     if (p == NULL) {
@@ -340,24 +374,24 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
                                     : tcn_core->error(TCOMMS_ERR_BACKEND_UNAVAILABLE, "nccl: no CUDA device");
         device = (device < 0 ? args->local_rank : device) % ndev;
     } else if (tcn_comm_broken(p)) {
-        split_vote(p, args, 0);
-        return tcn_comm_aborted(p, "split");
+        split_vote(p, args, 0, shrink);
+        return tcn_comm_aborted(p, shrink ? "shrink" : "split");
     }
     tcn_comm_t *c = NULL;
     st = comm_new(args, device, &c);
     if (st != TCOMMS_SUCCESS) {
         if (p)
-            split_vote(p, args, 0);
+            split_vote(p, args, 0, shrink);
         return st;
     }
     int prev = tcn_device_enter(c);
     st = resources(c);
     if (p) {
-        tcomms_status_t vote = split_vote(p, args, st == TCOMMS_SUCCESS);
+        tcomms_status_t vote = split_vote(p, args, st == TCOMMS_SUCCESS, shrink);
         st = st == TCOMMS_SUCCESS ? vote : st;
     }
     if (st == TCOMMS_SUCCESS)
-        st = p ? init_split(c, p, args) : init_root(c, args);
+        st = p ? init_split(c, p, args, shrink) : init_root(c, args);
     if (st == TCOMMS_SUCCESS)
         st = tcn_small_setup(c, args, c->cfg.small_bytes >= 0 ? c->cfg.small_bytes : small_bytes);
     if (st == TCOMMS_SUCCESS)
@@ -378,9 +412,29 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
         return st;
     }
     tcn_device_leave(prev);
-    log_ready(c, p != NULL);
+    log_ready(c, p == NULL ? "" : shrink ? " (shrink)" : " (split)");
     *bcomm = c;
     return TCOMMS_SUCCESS;
+}
+
+tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm)
+{
+    return create(args, args->parent, 0, bcomm);
+}
+
+/* A parent that failed on some survivor never comes here: the watchdog has ended its NCCL communicator already
+ * (ncclCommAbort, what NCCL_SHRINK_ABORT would do first), and the core makes the child through comm_create. */
+tcomms_status_t tcn_comm_shrink(void *parent, const tcomms_backend_comm_args_t *args, void **bcomm)
+{
+#if TCN_HAS_SHRINK
+    return create(args, parent, 1, bcomm);
+#else
+    (void)parent; /* NCCL before 2.27: the survivors' child afresh, through a unique id in the store */
+    tcomms_backend_comm_args_t fresh = *args;
+    fresh.parent = NULL;
+    fresh.parent_ranks = NULL;
+    return create(&fresh, NULL, 0, bcomm);
+#endif
 }
 
 tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm_args_t *args)
@@ -389,7 +443,7 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
     tcn_comm_t *p = parent;
     tcn_config_t cfg;
     tcomms_status_t st = tcn_config_build(args->hints, args->name, &cfg);
-    tcomms_status_t vote = split_vote(p, args, st == TCOMMS_SUCCESS);
+    tcomms_status_t vote = split_vote(p, args, st == TCOMMS_SUCCESS, 0);
     if (st != TCOMMS_SUCCESS || vote != TCOMMS_SUCCESS)
         return st != TCOMMS_SUCCESS ? st : vote;
     int prev = tcn_device_enter(p);
@@ -410,7 +464,7 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
         ncclCommDestroy(none); /* NCCL gives none to a NOCOLOR rank; never leak one if it did */
     pthread_mutex_unlock(&p->lock);
     tcn_device_leave(prev);
-    return r == ncclSuccess ? st : split_failed(p, st, r);
+    return r == ncclSuccess ? st : split_failed(p, st, r, "ncclCommSplit (NCCL_SPLIT_NOCOLOR)");
 #else
     (void)parent;
     return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl '%s': split needs ncclCommSplit (NCCL 2.18)",

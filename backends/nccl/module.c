@@ -83,4 +83,5 @@ __attribute__((visibility("default"))) const tcomms_backend_t tcomms_backend_mod
     .comm_abort = tcn_comm_abort,
     .algorithm = tcn_algorithm,
     .comm_setting = tcn_comm_setting,
+    .comm_shrink = tcn_comm_shrink,
 };

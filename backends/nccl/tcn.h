@@ -30,6 +30,7 @@
 #define TCN_HAS_CONFIG_27 TCN_NCCL_AT_LEAST(2, 27) /* trafficClass, commName, collnetEnable, CTAPolicy, ... */
 #define TCN_HAS_CONFIG_28 TCN_NCCL_AT_LEAST(2, 28) /* nChannelsPerNetPeer, nvlinkCentricSched */
 #define TCN_HAS_A2A TCN_NCCL_AT_LEAST(2, 28)       /* ncclAlltoAll, ncclGather, ncclScatter */
+#define TCN_HAS_SHRINK TCN_NCCL_AT_LEAST(2, 27)    /* ncclCommShrink */
 
 #define TCN_NAME_MAX 64
 
@@ -167,6 +168,7 @@ struct tcn_comm {
 
 tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **bcomm);
 tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm_args_t *args);
+tcomms_status_t tcn_comm_shrink(void *parent, const tcomms_backend_comm_args_t *args, void **bcomm);
 tcomms_status_t tcn_comm_destroy(void *bcomm);
 /* The applied value of a hint (config.c). */
 tcomms_status_t tcn_comm_setting(void *bcomm, const char *key, tcomms_setting_t *out);

@@ -27,9 +27,9 @@ extern "C" {
  * scheme refuses a module of the other by its first field alone. Minor history: 7.0, the entries of ABI 6;
  * 7.1, tcomms_backend_t.priority and comm_abort, tcomms_core_t.coll_info and tcomms_coll_args_t.seq; 7.2,
  * tcomms_backend_t.algorithm and comm_setting, tcomms_backend_comm_args_t.state, tcomms_core_t.setting_resolve,
- * env_int, env_bool, comm_fail and comm_failed. */
+ * env_int, env_bool, comm_fail and comm_failed; 7.3, tcomms_backend_t.comm_shrink. */
 #define TCOMMS_BACKEND_ABI_MAJOR 7u
-#define TCOMMS_BACKEND_ABI_MINOR 2u
+#define TCOMMS_BACKEND_ABI_MINOR 3u
 
 /* The first member of tcomms_backend_t and tcomms_core_t: which ABI the table was built against, and its size
  * then. */
@@ -317,6 +317,14 @@ typedef struct tcomms_backend {
      * TCOMMS_ERR_NOT_SUPPORTED for "not applicable". Optional: NULL falls back to comm_hint, a given hint then
      * reading as TCOMMS_SETTING_HINT and anything else as TCOMMS_SETTING_DEFAULT. */
     tcomms_status_t (*comm_setting)(void *bcomm, const char *key, tcomms_setting_t *out);
+
+    /* ---- 7.3 ---- */
+    /* tcomms_comm_shrink of a parent that is healthy on every survivor: the survivors' child from `parent`, the
+     * backend's own communicator (ncclCommShrink), collective over the survivors only; args->parent_ranks lists
+     * them (the child's ranks in order), every other parent rank is left out and calls nothing. Optional: NULL, and
+     * a parent that failed on any survivor, make the core call comm_create instead, with `parent` and
+     * `parent_ranks` NULL, as for a root: a fresh exchange through the store among the survivors. */
+    tcomms_status_t (*comm_shrink)(void *parent, const tcomms_backend_comm_args_t *args, void **bcomm);
 } tcomms_backend_t;
 
 /* ---- what the core does for every backend, and what it leaves to it ----------------------------------------------

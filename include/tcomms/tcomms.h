@@ -263,6 +263,22 @@ TCOMMS_API tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *r
 TCOMMS_API tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int key, const char *name,
                                                    const tcomms_hints_t *hints, tcomms_comm_t **out);
 
+/* The survivors of `parent` without the ranks in `exclude` (nexclude parent ranks, any order, no duplicates): a
+ * new communicator whose ranks keep the survivors' order, made after the excluded ranks died (or when the caller
+ * leaves them out) without a rendezvous from outside. Collective over the survivors only: each of them calls it
+ * with the same list, and the excluded ranks call nothing. Works on a failed parent (that is what it is for),
+ * which stays failed. `name` and `hints` as for tcomms_comm_split; calls pair up with the split calls on `parent`
+ * (each survivor's n-th split or shrink meets the others' n-th). Survivors whose lists differ get
+ * TCOMMS_ERR_MISMATCH; a survivor that does not call is a TCOMMS_ERR_TIMEOUT on the others after twice the
+ * parent's timeout plus 5 s (another survivor may still be waiting out the operation that failed); an excluded
+ * caller, a rank out of range or listed twice, or no survivor left is TCOMMS_ERR_INVALID_ARG. How each backend
+ * makes the child: docs/api.md ("Shrink"). The rendezvous store of tcomms_comm_create lives in the process of the
+ * root's rank 0: with that process dead, a shrink fails at once on every survivor with the store's error
+ * (TCOMMS_ERR_REMOTE); a job that must survive its rank 0 gives its root a store of its own
+ * (TCOMMS_COMM_PARAM_STORE). */
+TCOMMS_API tcomms_status_t tcomms_comm_shrink(tcomms_comm_t *parent, const int *exclude, int nexclude,
+                                              const char *name, const tcomms_hints_t *hints, tcomms_comm_t **out);
+
 TCOMMS_API tcomms_status_t tcomms_comm_rank(const tcomms_comm_t *comm, int *rank);
 TCOMMS_API tcomms_status_t tcomms_comm_size(const tcomms_comm_t *comm, int *size);
 /* This rank's index among the communicator's ranks on its host (ordered by rank), and how many they are. Learnt

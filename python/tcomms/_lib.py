@@ -95,6 +95,7 @@ _PROTOS = {
     "tcomms_comm_abort": (c_int, [_COMM]),
     "tcomms_comm_split": (c_int, [_COMM, P(c_int), c_int, c_char_p, _HINTS, P(_COMM)]),
     "tcomms_comm_split_color": (c_int, [_COMM, c_int, c_int, c_char_p, _HINTS, P(_COMM)]),
+    "tcomms_comm_shrink": (c_int, [_COMM, P(c_int), c_int, c_char_p, _HINTS, P(_COMM)]),
     "tcomms_comm_rank": (c_int, [_COMM, P(c_int)]),
     "tcomms_comm_size": (c_int, [_COMM, P(c_int)]),
     "tcomms_comm_local_rank": (c_int, [_COMM, P(c_int)]),

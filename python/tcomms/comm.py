@@ -340,6 +340,16 @@ class Comm:
               "tcomms_comm_split_color")
         return self._child(out)
 
+    def shrink(self, exclude, name=None, hints=None):
+        """The survivors without the parent ranks in `exclude`, after they died or to leave them out: called by
+        every survivor with the same list, never by an excluded rank; works on a failed communicator."""
+        exclude = [int(r) for r in exclude]
+        arr = (ctypes.c_int * max(1, len(exclude)))(*exclude)
+        out = ctypes.c_void_p()
+        check(_with_hints(hints, lambda h: L.tcomms_comm_shrink(self._h(), arr, len(exclude), _enc(name), h,
+                                                                ctypes.byref(out))), "tcomms_comm_shrink")
+        return self._child(out)
+
     # ---- operations -----------------------------------------------------------------------------------------
     def _opts(self, device, timeout, stream):
         o = _lib.OpOpts()

@@ -3,7 +3,7 @@
  * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams,
  * graphs, timeouts (on SM kernels and on the copy engines); nccl_death.c: a rank lost inside ncclCommSplit;
  * nccl_fault.c: launches NCCL refuses; nccl_ce.c: copy-engine collectives between windows; nccl_small.c: the
- * small-message path; nccl_abort.c: tcomms_comm_abort; nccl_flight.c: the flight record. */
+ * small-message path; nccl_abort.c: tcomms_comm_abort; nccl_flight.c: the flight record; nccl_shrink.c: tcomms_comm_shrink. */
 #ifndef TESTS_GPU_NCCL_CASES_H
 #define TESTS_GPU_NCCL_CASES_H
 
@@ -74,6 +74,9 @@ int nt_launch_failure(int rank, int size, void *arg);
 /* nccl_abort.c: tcomms_comm_abort from a second thread during a synchronize (a split child), then on an idle
  * parent. */
 int nt_abort(int rank, int size, void *arg);
+/* nccl_shrink.c: tcomms_comm_shrink of a healthy parent (ncclCommShrink) and after a rank died (afresh). */
+int nt_shrink_healthy(int rank, int size, void *arg);
+int nt_shrink_after_death(int rank, int size, void *arg);
 /* nccl_flight.c: the flight record names the rank that skipped an operation. */
 int nt_flight_blocking(int rank, int size, void *arg);
 int nt_flight_handle(int rank, int size, void *arg);

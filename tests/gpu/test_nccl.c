@@ -3,9 +3,10 @@
  * visible: eager init and binding, split with hints, unbound parents, stream semantics of wait and synchronize,
  * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, the call
  * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, the
- * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, launches NCCL refuses, and
- * tcomms_comm_abort (nccl_abort.c), and the flight record naming a rank that skipped an operation (nccl_flight.c,
- * its own case "flight": CK_RUN_CASE=flight runs it alone). Without 2 GPUs it exits 77 (skip) saying why. */
+ * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, launches NCCL refuses,
+ * tcomms_comm_abort (nccl_abort.c), tcomms_comm_shrink (nccl_shrink.c), and the flight record naming a rank that
+ * skipped an operation (nccl_flight.c); the last two have cases of their own, "shrink" and "flight"
+ * (CK_RUN_CASE=shrink runs those alone). Without 2 GPUs it exits 77 (skip) saying why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -166,6 +167,14 @@ START_TEST(test_ce_peer_timeout)
 }
 END_TEST
 
+NCCL_TEST(shrink_healthy)
+
+START_TEST(test_shrink_after_death)
+{
+    run_job_losing_one(nt_shrink_after_death, _i, "shrink_after_death");
+}
+END_TEST
+
 START_TEST(test_split_death_member)
 {
     run_job_losing_one(nt_split_death_member, _i, "split_death_member");
@@ -201,10 +210,13 @@ static void add_tests(Suite *s, int nbackends)
     tcase_add_loop_test(tc, test_split_stall, 0, nsizes);
     tcase_add_loop_test(tc, test_launch_failure, 0, nsizes);
     tcase_add_loop_test(tc, test_abort, 0, nsizes);
-    /* a case of its own, so that CK_RUN_CASE=flight runs these alone */
+    /* cases of their own, so that CK_RUN_CASE=flight (or shrink) runs these alone */
     TCase *flight = mrank_tcase(s, "flight", JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(flight, test_flight_blocking, 0, nsizes);
     tcase_add_loop_test(flight, test_flight_handle, 0, nsizes);
+    TCase *shrink = mrank_tcase(s, "shrink", JOB_TIMEOUT_S + 30);
+    tcase_add_loop_test(shrink, test_shrink_healthy, 0, nsizes);
+    tcase_add_loop_test(shrink, test_shrink_after_death, 0, nsizes);
 }
 
 int main(void)

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Tests of the plain `import tcomms` API (python/tcomms) on NumPy arrays and buffer-protocol objects: every
-# collective of tcomms.Comm in place and out of place, blocking and async, over every dtype; splits, hints, errors,
-# the communicator's lifetime, and ranks that disagree. Rank r contributes values every rank can compute (f(r, i)),
-# so each rank checks its result against a reference of its own, in float64 or by plain loops.
+# collective of tcomms.Comm in place and out of place, blocking and async, over every dtype; splits, shrink, hints,
+# errors, the communicator's lifetime, and ranks that disagree. Rank r contributes values every rank can compute
+# (f(r, i)), so each rank checks its result against a reference of its own, in float64 or by plain loops.
 # ranks: 1 2 3 4
 # backends: ucx gloo
 # needs: numpy
@@ -519,6 +519,25 @@ def split_and_split_color():
     else:
         assert parent_ranks_on(child) == list(range(1, SIZE))
         child.destroy()
+
+
+@case
+def shrink_leaves_the_last_rank_out():
+    comm = world()
+    last = SIZE - 1
+    if RANK != last:  # the excluded rank calls nothing
+        child = comm.shrink([last], name="survivors")
+        assert (child.size, child.rank, child.name) == (SIZE - 1, RANK, "survivors"), repr(child)
+        assert parent_ranks_on(child) == list(range(SIZE - 1))
+        x = np.array([RANK + 1.0])
+        child.all_reduce(x)
+        assert x[0] == sum(r + 1.0 for r in range(SIZE - 1)), "all_reduce on the survivors: %r" % x
+        child.destroy()
+        try:
+            comm.shrink([RANK])
+            raise AssertionError("shrinking the caller out succeeded")
+        except tcomms.InvalidArgument as e:
+            assert "the caller" in str(e), str(e)
 
 
 @case
