@@ -252,9 +252,10 @@ static void trace(const tcomms_comm_t *comm, const tc_slot_t *slot, const tcomms
  * the backend's report from then on. Overwrites this thread's last error. */
 static void explain_failure(tcomms_comm_t *comm)
 {
-    const char *msg = NULL;
-    tcomms_status_t failed = tc_comm_state_failed(comm->state, &msg);
-    tc_error(failed, "%s", msg); /* what the diagnosis keeps in brackets: the backend's words */
+    const char *why = NULL;
+    tcomms_status_t failed = tc_comm_state_failed(comm->state, NULL);
+    int len = tc_comm_state_why(comm->state, &why);
+    tc_error(failed, "%.*s", len, why); /* what the diagnosis keeps in brackets: the backend's words */
     if (tc_flight_broken(comm->flight, comm->timeout_ms, failed))
         tc_comm_state_explain(comm->state);
 }

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm_state.h"
 #include "error.h"
@@ -25,6 +26,7 @@ struct tcomms_comm_state {
     char name[128];
     int rank, size;
     char msg[768];
+    int why_len; /* the first error's own words: msg up to its status suffix */
     atomic_int explained; /* set once `diagnosis` is written: it then stands for `msg` (tc_comm_state_explain) */
     char diagnosis[1024];
 };
@@ -103,12 +105,13 @@ tcomms_status_t tc_comm_state_check(tc_comm_state_t *s, const char *who)
 }
 
 /* The lock orders two first failures on different threads; the release store publishes the message. */
-static int record(tc_comm_state_t *s, tcomms_status_t st, const char *msg)
+static int record(tc_comm_state_t *s, tcomms_status_t st, const char *msg, size_t why_len)
 {
     pthread_mutex_lock(&s->lock);
     int first = atomic_load_explicit(&s->failed, memory_order_relaxed) == 0;
     if (first) {
         snprintf(s->msg, sizeof(s->msg), "%s", msg);
+        s->why_len = (int)(why_len < strlen(s->msg) ? why_len : strlen(s->msg));
         atomic_store_explicit(&s->failed, (int)st, memory_order_release);
     }
     pthread_mutex_unlock(&s->lock);
@@ -122,7 +125,7 @@ static int record_failure(tc_comm_state_t *s, tcomms_status_t st, const char *wh
         return 0;
     char msg[768];
     snprintf(msg, sizeof(msg), "%s (%s)", why, tcomms_strerror(st));
-    int first = record(s, st, msg);
+    int first = record(s, st, msg, strlen(why));
     if (first)
         tc_log(TCOMMS_LOG_INFO, "core", "communicator '%s' is broken from now on: %s", s->name, msg);
     return first;
@@ -153,6 +156,12 @@ tcomms_status_t tc_comm_state_failed(tc_comm_state_t *s, const char **msg)
     return (tcomms_status_t)st;
 }
 
+int tc_comm_state_why(tc_comm_state_t *s, const char **why)
+{
+    *why = s->msg;
+    return atomic_load_explicit(&s->failed, memory_order_acquire) != 0 ? s->why_len : 0;
+}
+
 void tc_comm_state_explain(tc_comm_state_t *s)
 {
     if (s == NULL)
@@ -172,7 +181,7 @@ int tc_comm_state_abort(tc_comm_state_t *s)
         return 0;
     char msg[256];
     snprintf(msg, sizeof(msg), "tcomms_comm_abort was called on it");
-    record(s, TCOMMS_ERR_ABORTED, msg);
+    record(s, TCOMMS_ERR_ABORTED, msg, strlen(msg));
     return 1;
 }
 

@@ -34,6 +34,9 @@ int tc_comm_state_report(tc_comm_state_t *s, tcomms_status_t st, const char *fmt
 #endif
     ;
 tcomms_status_t tc_comm_state_failed(tc_comm_state_t *s, const char **msg);
+/* The first error's own words, without the status its message ends with: *why and the length (0 while healthy),
+ * for the core's diagnosis, which adds the status once. */
+int tc_comm_state_why(tc_comm_state_t *s, const char **why);
 /* The core's diagnosis of the failure (this thread's last error: which ranks never posted the timed-out operation,
  * lib/flight_ask.c) stands for the first error's message from now on, as it says more about the same failure (a
  * backend reported its own words first). Written once; a no-op while the communicator has not failed. */

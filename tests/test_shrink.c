@@ -128,6 +128,11 @@ static int death_rank(int rank, int size, void *arg)
     if (st != TCOMMS_ERR_ABORTED)
         fails += mrank_failf("FAIL rank %d: the failed parent's all_reduce after the shrink: %d, expected %d", rank,
                              st, TCOMMS_ERR_ABORTED);
+    const char *msg = tcomms_last_error(), *first = strstr(msg, "TCOMMS_ERR_");
+    if (first == NULL || strstr(first + 1, "TCOMMS_ERR_") != NULL) /* the first error's status, named once */
+        fails += mrank_failf("FAIL rank %d: the failed parent's message names %s status: %s", rank,
+                             first ? "more than one" : "no", msg);
+    mrank_logf("rank %d: the failed parent after the shrink: %s\n", rank, msg);
     /* A shrink of the shrunk communicator leaves out its rank 0: the lowest survivor judging is not rank 0. */
     if (rank != members[0]) {
         int first = 0;
