@@ -40,7 +40,7 @@ CLEANFILES += python/tcomms/_config.py
 # The tests: TCOMMS_TEST_PYTHON is configure's choice; run.sh finds the package in the source tree and the library
 # and modules in the build tree.
 python_tests = tests/python/test_api.py tests/python/test_torch_coll.py tests/python/test_torch_groups.py \
-	tests/python/test_torch_route.py tests/python/test_torch_errors.py
+	tests/python/test_torch_route.py tests/python/test_torch_errors.py tests/python/test_shrink_store.py
 TESTS += $(python_tests)
 TEST_EXTENSIONS = .py
 PY_LOG_COMPILER = $(SHELL) $(srcdir)/tests/python/run.sh
