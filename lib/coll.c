@@ -305,11 +305,12 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     if (work == NULL)
         a->flags |= TCOMMS_COLL_FLAG_BLOCKING;
     int grouped = tc_group_active();
+    p.inline_call = work == NULL && !grouped;
     if (st == TCOMMS_SUCCESS) {
         a->seq = atomic_fetch_add_explicit(&comm->ops_posted, 1, memory_order_relaxed) + 1;
         if (tc_log_enabled(TCOMMS_LOG_TRACE, "core"))
             trace(comm, slot, a, type);
-        tc_flight_post(comm->flight, a);
+        tc_flight_post(comm->flight, a, p.inline_call ? TC_FLIGHT_WAITING : TC_FLIGHT_POSTED);
         p.seq = a->seq;
     }
     if (st == TCOMMS_SUCCESS && grouped)
@@ -332,12 +333,14 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         }
         return st;
     }
+    if (p.inline_call)
+        return tc_work_block(p); /* on the communicator's references: no atomic per operation */
     tc_comm_state_ref(p.state);
     tc_flight_ref(p.flight);
     if (work != NULL)
         return tc_work_wrap(p, work);
     /* Inside a group a blocking call only queues: tcomms_group_end completes it after the batch is issued. */
-    return grouped ? tc_group_keep(p) : tc_work_block(p);
+    return tc_group_keep(p);
 }
 
 tcomms_status_t tcomms_all_reduce(tcomms_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -226,22 +226,23 @@ void tc_flight_unlock_store(tc_flight_t *f)
 
 #define RELAXED memory_order_relaxed
 
-void tc_flight_post(tc_flight_t *f, const tcomms_coll_args_t *a)
+void tc_flight_post(tc_flight_t *f, const tcomms_coll_args_t *a, tc_flight_state_t state)
 {
     if (f == NULL)
         return;
+    int64_t now = tc_flight_now_us(); /* first: fewer registers to keep across the call */
     tc_flight_entry_t *e = &f->ring[a->seq & (TC_FLIGHT_RING - 1)];
     atomic_store_explicit(&e->seq, 0, RELAXED);
     atomic_thread_fence(memory_order_release); /* a reader that sees the new fields sees seq 0 first */
-    const tcomms_coll_info_t *info = tcomms_coll_info(a->type);
     atomic_store_explicit(&e->count, a->count, RELAXED);
-    atomic_store_explicit(&e->t_post_us, tc_flight_now_us(), RELAXED);
+    atomic_store_explicit(&e->t_post_us, now, RELAXED);
     atomic_store_explicit(&e->t_end_us, 0, RELAXED);
-    atomic_store_explicit(&e->root, info->flags & (TCOMMS_COLL_ROOTED | TCOMMS_COLL_P2P) ? a->peer : -1, RELAXED);
+    /* Raw: whether the collective has a root or an op is the readers' question (tc_flight_read), off this path. */
+    atomic_store_explicit(&e->root, a->peer, RELAXED);
     atomic_store_explicit(&e->type, (uint8_t)a->type, RELAXED);
     atomic_store_explicit(&e->dtype, (uint8_t)a->dtype, RELAXED);
-    atomic_store_explicit(&e->op, (uint8_t)(info->flags & TCOMMS_COLL_REDUCES ? a->op : 0xff), RELAXED);
-    atomic_store_explicit(&e->state, TC_FLIGHT_POSTED, RELAXED);
+    atomic_store_explicit(&e->op, (uint8_t)a->op, RELAXED);
+    atomic_store_explicit(&e->state, (uint8_t)state, RELAXED);
     atomic_store_explicit(&e->seq, a->seq, memory_order_release);
     if (a->seq > atomic_load_explicit(&f->last, RELAXED))
         atomic_store_explicit(&f->last, a->seq, RELAXED);
@@ -280,7 +281,15 @@ int tc_flight_read(tc_flight_t *f, uint64_t seq, tc_flight_op_t *out)
         .state = atomic_load_explicit(&e->state, RELAXED),
     };
     atomic_thread_fence(memory_order_acquire);
-    return atomic_load_explicit(&e->seq, RELAXED) == seq; /* rewritten meanwhile: the copy may be torn */
+    if (atomic_load_explicit(&e->seq, RELAXED) != seq)
+        return 0; /* rewritten meanwhile: the copy may be torn */
+    const tcomms_coll_info_t *info = tcomms_coll_info((tcomms_coll_type_t)out->type);
+    unsigned flags = info != NULL ? info->flags : 0;
+    if (!(flags & (TCOMMS_COLL_ROOTED | TCOMMS_COLL_P2P)))
+        out->root = -1;
+    if (!(flags & TCOMMS_COLL_REDUCES))
+        out->op = 0xff;
+    return 1;
 }
 
 int64_t tc_flight_posted_us(tc_flight_t *f, uint64_t seq)

@@ -27,16 +27,16 @@ typedef struct tc_flight_entry {
     _Atomic uint64_t seq; /* 0: never written, or being rewritten */
     _Atomic uint64_t count;
     _Atomic int64_t t_post_us, t_end_us; /* CLOCK_REALTIME, so ranks on different hosts line up roughly */
-    _Atomic int32_t root;                /* root or peer; -1 where the operation has neither */
-    _Atomic uint8_t type, dtype, op, state;
+    _Atomic int32_t root;                /* the arguments' root or peer, whatever the collective */
+    _Atomic uint8_t type, dtype, op, state; /* op: the arguments' too */
 } tc_flight_entry_t;
 
 /* A plain copy of an entry, as readers see it and as it travels between ranks. */
 typedef struct tc_flight_op {
     uint64_t seq, count;
     int64_t t_post_us, t_end_us;
-    int root;
-    int type, dtype, op, state;
+    int root; /* -1 where the collective has neither root nor peer */
+    int type, dtype, op, state; /* op: 0xff where the collective does not reduce */
 } tc_flight_op_t;
 
 typedef struct tc_flight tc_flight_t;
@@ -51,8 +51,9 @@ void tc_flight_attach(struct tcomms_comm *comm, const struct tcomms_comm *parent
 void tc_flight_detach(struct tcomms_comm *comm);
 void tc_flight_ref(tc_flight_t *f);
 void tc_flight_unref(tc_flight_t *f);
-/* Record the operation `a` (a->seq set) as posted. NULL `f` is a no-op. */
-void tc_flight_post(tc_flight_t *f, const tcomms_coll_args_t *a);
+/* Record the operation `a` (a->seq set) in `state`: POSTED, or WAITING for a blocking call that waits at once.
+ * NULL `f` is a no-op. */
+void tc_flight_post(tc_flight_t *f, const tcomms_coll_args_t *a, tc_flight_state_t state);
 /* Move operation `seq` to `state` (its end time too, for COMPLETED and FAILED). */
 void tc_flight_mark(tc_flight_t *f, uint64_t seq, tc_flight_state_t state);
 /* When operation `seq` was posted (microseconds, CLOCK_REALTIME), or 0 if the ring no longer holds it. */

@@ -51,22 +51,25 @@ static int overdue(const tc_posted_t *p)
 static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st, int tested)
 {
     int diagnosed = 0;
-    if (st == TCOMMS_ERR_TIMEOUT && !p->asked && overdue(p)) {
-        p->asked = 1;
-        diagnosed = tc_flight_timed_out(p->flight, p->seq, p->timeout_ms, st);
-    } else if (st == TCOMMS_ERR_ABORTED) {
-        /* an NCCL watchdog's timeout of another operation */
-        diagnosed = tc_flight_broken(p->flight, p->timeout_ms, st);
+    if (st < 0) { /* a success passes one test here */
+        if (st == TCOMMS_ERR_TIMEOUT && !p->asked && overdue(p)) {
+            p->asked = 1;
+            diagnosed = tc_flight_timed_out(p->flight, p->seq, p->timeout_ms, st);
+        } else if (st == TCOMMS_ERR_ABORTED) {
+            /* an NCCL watchdog's timeout of another operation */
+            diagnosed = tc_flight_broken(p->flight, p->timeout_ms, st);
+        }
+        if (diagnosed) /* a backend may have reported the same failure in its own words already */
+            tc_comm_state_explain(p->state);
     }
-    if (diagnosed) /* a backend may have reported the same failure in its own words already */
-        tc_comm_state_explain(p->state);
     if (st == TCOMMS_IN_PROGRESS || (st < 0 && !tested && still_running(p, st)))
         return st;
     tc_flight_mark(p->flight, p->seq, st < 0 ? TC_FLIGHT_FAILED : TC_FLIGHT_COMPLETED);
-    if (st < 0)
+    if (st < 0) {
         tc_comm_state_fail(p->state, st);
-    if (diagnosed) /* recorded just now, from the diagnosis itself or, after a backend's report, replacing it */
-        tc_comm_state_explain(p->state);
+        if (diagnosed) /* recorded just now, from the diagnosis itself or, after a backend's report, replacing it */
+            tc_comm_state_explain(p->state);
+    }
     if (p->avg != NULL) {
         tc_wide_avg_end(p->avg, st);
         p->avg = NULL;
@@ -77,16 +80,19 @@ static tcomms_status_t finish(tc_posted_t *p, tcomms_status_t st, int tested)
 /* Wait for `p` to end and release it; the buffers the core lent the backend go only once it has ended. */
 static tcomms_status_t release(tc_posted_t *p, uint32_t timeout_ms)
 {
-    tc_flight_mark(p->flight, p->seq, TC_FLIGHT_WAITING);
+    if (!p->inline_call)
+        tc_flight_mark(p->flight, p->seq, TC_FLIGHT_WAITING);
     tcomms_status_t st = p->be->work_wait(p->bwork, timeout_ms);
     finish(p, st, 0);
     if (p->avg != NULL) /* still running past its own timeout: lose the copy rather than free it under the backend */
         tc_log(TCOMMS_LOG_WARN, "core", "an integer avg still running after %u ms: its int64 copy is leaked",
                timeout_ms);
     p->be->work_free(p->bwork);
-    tc_comm_state_unref(p->state);
+    if (!p->inline_call) { /* else the references are the communicator's */
+        tc_comm_state_unref(p->state);
+        tc_flight_unref(p->flight);
+    }
     p->state = NULL;
-    tc_flight_unref(p->flight);
     p->flight = NULL;
     return st;
 }

@@ -20,9 +20,13 @@ typedef struct tc_posted {
     struct tc_flight *flight; /* a reference to the communicator's flight record (flight.h), or NULL */
     uint64_t seq;             /* its sequence number there */
     int asked;                /* its timeout was diagnosed once already */
+    /* A blocking call outside a group, which ends before its call returns: `state` and `flight` are the
+     * communicator's own references, lent (calls on one communicator are serialised, so it cannot be destroyed
+     * meanwhile), and its flight entry says WAITING from the post on. */
+    int inline_call;
 } tc_posted_t;
 
-/* Wait for `p` (a blocking call), finish and free it (its state reference too), and return its status. */
+/* Wait for `p` (a blocking call), finish and free it (its references too, unless lent), and return its status. */
 tcomms_status_t tc_work_block(tc_posted_t p);
 /* Wrap `p` into a public handle. */
 tcomms_status_t tc_work_wrap(tc_posted_t p, tcomms_work_t **out);

@@ -341,9 +341,10 @@ typedef struct tcomms_backend {
  * change from healthy to failed between the core's check and post(): a post that finds it failed returns
  * TCOMMS_ERR_ABORTED with its message.
  * Lifetime. The core calls comm_destroy(bcomm) only once nothing of that communicator is left: the public
- * communicator and every work handle (a blocking call's and a group's kept calls too, until completed) hold a
- * reference on the core's record of it (lib/comm_state.c), and the last one released destroys the backend's
- * communicators, on that thread: tcomms_comm_destroy when no handle is left, else the last tcomms_work_free. So
+ * communicator and every work handle (a group's kept blocking calls too, until completed) hold a reference on the
+ * core's record of it (lib/comm_state.c; a blocking call outside a group borrows the communicator's, which cannot
+ * be destroyed before the call returns), and the last one released destroys the backend's communicators, on that
+ * thread: tcomms_comm_destroy when no handle is left, else the last tcomms_work_free. So
  * post, work_test/wait/synchronize and work_free always find bcomm and what it owns alive, and a backend needs no
  * bookkeeping of its handles for the communicator's sake (no detaching, no count of handles out). Left to the
  * backend: work_free does not wait, so comm_destroy must still wait for operations freed while running (each
