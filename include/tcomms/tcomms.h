@@ -269,7 +269,8 @@ TCOMMS_API tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int co
  * with the same list, and the excluded ranks call nothing. Works on a failed parent (that is what it is for),
  * which stays failed. `name` and `hints` as for tcomms_comm_split; calls pair up with the split calls on `parent`
  * (each survivor's n-th split or shrink meets the others' n-th). Survivors whose lists differ get
- * TCOMMS_ERR_MISMATCH; a survivor that does not call is a TCOMMS_ERR_TIMEOUT on the others after twice the
+ * TCOMMS_ERR_MISMATCH (or TCOMMS_ERR_TIMEOUT where the lowest survivor of a rank's list has another lowest
+ * survivor in its own list, and so judges nothing for it); a survivor that does not call is a TCOMMS_ERR_TIMEOUT on the others after twice the
  * parent's timeout plus 5 s (another survivor may still be waiting out the operation that failed); an excluded
  * caller, a rank out of range or listed twice, or no survivor left is TCOMMS_ERR_INVALID_ARG. How each backend
  * makes the child: docs/api.md ("Shrink"). The rendezvous store of tcomms_comm_create lives in the process of the
