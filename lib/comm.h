@@ -47,6 +47,7 @@ struct tcomms_comm {
     tc_store_ref_t *store;
     char master_addr[256];
     uint64_t splits;   /* split calls so far, refused ones too (split.c): part of children's prefixes */
+    uint64_t shrinks;  /* shrink calls so far, counted apart (split.c): the excluded ranks make none */
     int check_calls;   /* TCOMMS_CHECK_CALLS, read by the root, inherited by splits (call_check.c) */
     atomic_uint_least64_t calls_checked; /* the call check's sequence number */
     atomic_uint_least64_t ops_posted;    /* operations that passed validation: the trace's sequence number */

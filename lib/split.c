@@ -23,19 +23,19 @@ static void child_free(tcomms_comm_t *child)
 }
 
 /* A child of `parent` as its members (and, for the backends, its non-members) see it before any backend exists:
- * identity, store-key prefix "<parent>/s<split>/c<tag>" (`tag` tells apart the children of one split: a list's
- * first rank, a color) or ".../nonmember" (tag -1), the parent's slots, and its own checked hints. Made before the
- * agreement, so that a failure here is one of the caller's refusals. */
-static tcomms_status_t child_new(tcomms_comm_t *parent, uint64_t split, int tag, const char *name,
+ * identity, store-key prefix "<parent>/<kind><split>/c<tag>" (kind 's' for a split, 'k' for a shrink; `tag` tells
+ * apart the children of one split: a list's first rank, a color) or ".../nonmember" (tag -1), the parent's slots,
+ * and its own checked hints. Made before the agreement, so that a failure here is one of the caller's refusals. */
+static tcomms_status_t child_new(tcomms_comm_t *parent, char kind, uint64_t split, int tag, const char *name,
                                  const tcomms_hints_t *hints, tcomms_comm_t **out)
 {
     tcomms_comm_t *child = calloc(1, sizeof(*child));
     if (child == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
-    int len = tag >= 0 ? snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/c%d", parent->prefix,
+    int len = tag >= 0 ? snprintf(child->prefix, sizeof(child->prefix), "%s/%c%llu/c%d", parent->prefix, kind,
                                   (unsigned long long)split, tag)
-                       : snprintf(child->prefix, sizeof(child->prefix), "%s/s%llu/nonmember", parent->prefix,
-                                  (unsigned long long)split);
+                       : snprintf(child->prefix, sizeof(child->prefix), "%s/%c%llu/nonmember", parent->prefix,
+                                  kind, (unsigned long long)split);
     if (len < 0 || (size_t)len >= sizeof(child->prefix)) {
         free(child);
         return tc_error(TCOMMS_ERR_NOT_SUPPORTED, "splits nested too deeply (store-key prefix over %d characters)",
@@ -166,7 +166,7 @@ tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int n
     tcomms_status_t st = tc_comm_state_check(parent->state, "tcomms_comm_split");
     if (st == TCOMMS_SUCCESS) /* a broken parent still votes, so the other ranks hear why */
         st = check_list(parent, ranks, nranks, out);
-    if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, nranks > 0 ? ranks[0] : -1, name, hints, &child)) !=
+    if (st == TCOMMS_SUCCESS && (st = child_new(parent, 's', split, nranks > 0 ? ranks[0] : -1, name, hints, &child)) !=
                                     TCOMMS_SUCCESS)
         tc_error_prefix(st, "tcomms_comm_split: ");
     tc_split_vote_t vote;
@@ -236,7 +236,7 @@ tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int ke
     if (st == TCOMMS_SUCCESS && color < 0 && color != TCOMMS_SPLIT_NOCOLOR)
         st = tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_comm_split_color: color %d must be >= 0 or "
                       "TCOMMS_SPLIT_NOCOLOR", color);
-    if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, color, name, hints, &child)) != TCOMMS_SUCCESS)
+    if (st == TCOMMS_SUCCESS && (st = child_new(parent, 's', split, color, name, hints, &child)) != TCOMMS_SUCCESS)
         tc_error_prefix(st, "tcomms_comm_split_color: ");
     tc_split_vote_t vote;
     if (st == TCOMMS_SUCCESS)
@@ -307,14 +307,16 @@ tcomms_status_t tcomms_comm_shrink(tcomms_comm_t *parent, const int *exclude, in
     tcomms_status_t live = tc_comm_check(parent, "tcomms_comm_shrink", "parent");
     if (live != TCOMMS_SUCCESS)
         return live;
-    uint64_t split = ++parent->splits; /* before any check, as in tcomms_comm_split */
+    /* Counted apart from the splits, before any check: the excluded ranks make no call, and the parent's ranks
+     * must still number their splits alike afterwards. */
+    uint64_t shrink = ++parent->shrinks;
     int *members = calloc((size_t)parent->size, sizeof(*members)), n = 0;
     if (members == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "out of memory");
     tcomms_comm_t *child = NULL;
     /* No failure-state check: a failed parent is what a shrink is for. */
     tcomms_status_t st = survivors(parent, exclude, nexclude, out, members, &n);
-    if (st == TCOMMS_SUCCESS && (st = child_new(parent, split, members[0], name, hints, &child)) != TCOMMS_SUCCESS)
+    if (st == TCOMMS_SUCCESS && (st = child_new(parent, 'k', shrink, members[0], name, hints, &child)) != TCOMMS_SUCCESS)
         tc_error_prefix(st, "tcomms_comm_shrink: ");
     tc_split_vote_t vote;
     if (st == TCOMMS_SUCCESS)
@@ -322,20 +324,24 @@ tcomms_status_t tcomms_comm_shrink(tcomms_comm_t *parent, const int *exclude, in
     else
         tc_split_vote_refuse(&vote, TC_SPLIT_SHRINK, st);
     int any_failed = 0;
-    tcomms_status_t agreed = tc_shrink_agree(parent, split, &vote, members, n, &any_failed);
-    if (st == TCOMMS_SUCCESS && agreed != TCOMMS_SUCCESS)
-        child_free(child);
-    else if (st == TCOMMS_SUCCESS)
-        agreed = build(parent, child, members, n, any_failed ? TC_DERIVE_AFRESH : TC_DERIVE_SHRINK, out);
-    free(members);
-    if (st != TCOMMS_SUCCESS)
+    tcomms_status_t agreed = tc_shrink_agree(parent, shrink, &vote, members, n, &any_failed);
+    if (st != TCOMMS_SUCCESS) {
+        free(members);
         return agreed; /* the caller's own refusal, as it was */
-    if (agreed == TCOMMS_ERR_REMOTE && parent->master_addr[0] != '\0') { /* the built-in store */
+    }
+    if (agreed == TCOMMS_ERR_REMOTE && parent->master_addr[0] != '\0') { /* the built-in store failed */
         char why[512];
         snprintf(why, sizeof(why), "%s", tcomms_last_error());
         tc_error(agreed, "%s (the store lives in the process of rank 0 of the root communicator: with that process "
                  "gone, the survivors need a new rendezvous, or a root made with a store of their own, "
                  "TCOMMS_COMM_PARAM_STORE)", why);
     }
-    return agreed == TCOMMS_SUCCESS ? TCOMMS_SUCCESS : split_failed(agreed, "tcomms_comm_shrink", split, parent);
+    if (agreed != TCOMMS_SUCCESS)
+        child_free(child);
+    else
+        agreed = build(parent, child, members, n, any_failed ? TC_DERIVE_AFRESH : TC_DERIVE_SHRINK, out);
+    free(members);
+    if (agreed != TCOMMS_SUCCESS)
+        tc_error_prefix(agreed, "tcomms_comm_shrink: shrink %llu of '%s': ", (unsigned long long)shrink, parent->name);
+    return agreed;
 }

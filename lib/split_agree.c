@@ -410,7 +410,7 @@ tcomms_status_t tc_split_agree(tcomms_comm_t *parent, uint64_t split, const tc_s
     return st;
 }
 
-tcomms_status_t tc_shrink_agree(tcomms_comm_t *parent, uint64_t split, const tc_split_vote_t *vote,
+tcomms_status_t tc_shrink_agree(tcomms_comm_t *parent, uint64_t shrink, const tc_split_vote_t *vote,
                                 const int *members, int n, int *any_failed)
 {
     /* The survivors come as each sees the failure: one may still be waiting out the timeout of the operation that
@@ -418,7 +418,7 @@ tcomms_status_t tc_shrink_agree(tcomms_comm_t *parent, uint64_t split, const tc_
     uint64_t wait = 2ull * parent->timeout_ms + TC_WAIT_MARGIN_MS;
     agreement_t a = {.parent = parent, .voters = members, .n = n, .wait_ms = wait > UINT32_MAX ? UINT32_MAX
                                                                                                : (uint32_t)wait};
-    snprintf(a.prefix, sizeof(a.prefix), "%s/s%llu/a/", parent->prefix, (unsigned long long)split);
+    snprintf(a.prefix, sizeof(a.prefix), "%s/k%llu/a/", parent->prefix, (unsigned long long)shrink);
     int32_t *table = NULL;
     int failed = 0;
     tcomms_status_t st = agree(&a, vote, &table, &failed);

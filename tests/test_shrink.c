@@ -178,12 +178,24 @@ static int leave_out_rank(int rank, int size, void *arg)
             fails += check_colls(child, members, n, rank, "healthy parent");
         tcomms_comm_destroy(child);
     }
-    /* The parent still works for everyone afterwards. */
+    /* The parent still works for everyone afterwards, and its ranks (the excluded one too) still split it
+     * together: shrinks are numbered apart from splits. */
     int32_t one = 1, sum = 0;
     tcomms_status_t st = tcomms_all_reduce(world, &one, &sum, 1, TCOMMS_INT32, TCOMMS_SUM, NULL, NULL);
     if (st != TCOMMS_SUCCESS || sum != size)
         fails += mrank_failf("FAIL rank %d: the parent's all_reduce after the shrink: %d, sum %d (%s)", rank, st,
                              (int)sum, tcomms_last_error());
+    int all[8];
+    for (int r = 0; r < size; r++)
+        all[r] = r;
+    tcomms_comm_t *copy = NULL;
+    st = tcomms_comm_split(world, all, size, "after-shrink", NULL, &copy);
+    if (st != TCOMMS_SUCCESS)
+        fails += mrank_failf("FAIL rank %d: splitting the parent after the shrink: %d (%s)", rank, st,
+                             tcomms_last_error());
+    else
+        fails += check_colls(copy, all, size, rank, "split after the shrink");
+    tcomms_comm_destroy(copy);
     tcomms_comm_destroy(world);
     return fails;
 }

@@ -212,7 +212,8 @@ typedef struct tcomms_backend_comm_args {
     const int *parent_ranks;
     const char *comm_prefix;   /* the communicator's own prefix, kept while it lives (ABI 3): keys a backend needs
                                   later (e.g. per-split agreements on the parent) go under it, never under
-                                  "<comm_prefix>/s" or "<comm_prefix>/create", which the core uses */
+                                  "<comm_prefix>/s", "<comm_prefix>/k" or "<comm_prefix>/create", which the core
+                                  uses */
     tcomms_comm_state_t *state; /* (7.2) the communicator's failure state, for core->comm_fail and comm_failed:
                                    valid until comm_destroy returns (also during a failed comm_create);
                                    NULL for comm_split_nonmember, which makes no communicator */

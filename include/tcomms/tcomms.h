@@ -267,8 +267,9 @@ TCOMMS_API tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int co
  * new communicator whose ranks keep the survivors' order, made after the excluded ranks died (or when the caller
  * leaves them out) without a rendezvous from outside. Collective over the survivors only: each of them calls it
  * with the same list, and the excluded ranks call nothing. Works on a failed parent (that is what it is for),
- * which stays failed. `name` and `hints` as for tcomms_comm_split; calls pair up with the split calls on `parent`
- * (each survivor's n-th split or shrink meets the others' n-th). Survivors whose lists differ get
+ * which stays failed. `name` and `hints` as for tcomms_comm_split. Each survivor's n-th shrink of `parent` meets
+ * the others' n-th; shrinks are numbered apart from splits, so a healthy parent's ranks (the excluded ones too)
+ * still split it together afterwards. Survivors whose lists differ get
  * TCOMMS_ERR_MISMATCH (or TCOMMS_ERR_TIMEOUT where the lowest survivor of a rank's list has another lowest
  * survivor in its own list, and so judges nothing for it); a survivor that does not call is a TCOMMS_ERR_TIMEOUT on the others after twice the
  * parent's timeout plus 5 s (another survivor may still be waiting out the operation that failed); an excluded
