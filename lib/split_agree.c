@@ -385,7 +385,9 @@ static tcomms_status_t agree(const agreement_t *a, const tc_split_vote_t *vote, 
     } else {
         st = await(a, vote, msg, sizeof(msg), table, failed);
     }
-    if (a->n > 1)
+    /* Every parent rank counts alike in a split. A shrink's voters count alike only when they agreed: a voter of
+     * another list has another count, and its cleanup could delete a verdict its judge's voters still wait for. */
+    if (a->n > 1 && (a->voters == NULL || st == TCOMMS_SUCCESS))
         tc_comm_cleanup_keys(a->parent, a->prefix, a->n);
     if (st != TCOMMS_SUCCESS) {
         free(*table);

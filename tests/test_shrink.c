@@ -213,7 +213,8 @@ static int mismatch_rank(int rank, int size, void *arg)
     if (world == NULL)
         return 1;
     int fails = 0;
-    if (rank != 3) {
+    /* Rounds: a survivor of another list must not delete the verdict its judge's voters still wait for. */
+    for (int round = 0; round < 10 && fails == 0 && rank != 3; round++) {
         /* Ranks 0 and 1 leave out rank 3; rank 2 also rank 1. */
         int mine[] = {1, 3}, theirs[] = {3};
         tcomms_comm_t *child = NULL;
