@@ -182,6 +182,7 @@ tcomms_status_t tcu_comm_create(const tcomms_backend_comm_args_t *args, void **b
     c->timeout_ms = args->timeout_ms;
     c->state = args->state;
     c->live.cnext = c->live.cprev = &c->live;
+    c->bigq.qnext = c->bigq.qprev = &c->bigq;
     c->eps = calloc((size_t)c->size, sizeof(*c->eps));
     c->send_seq = calloc((size_t)c->size, sizeof(*c->send_seq));
     c->recv_seq = calloc((size_t)c->size, sizeof(*c->recv_seq));

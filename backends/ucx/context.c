@@ -253,6 +253,7 @@ tcomms_status_t tcu_ctx_acquire(const tcomms_core_t *core, tcu_ctx_t **out)
     c->wake_fd = -1;
     tcu_route_ucx_logs(core);
     c->active.anext = c->active.aprev = &c->active;
+    c->ready.rnext = c->ready.rprev = &c->ready;
     c->next_check_ns = UINT64_MAX;
     c->yield_after_ns = TCU_YIELD_AFTER_NS; /* until a communicator says how crowded the host is (progress.c) */
     pthread_mutex_init(&c->lock, NULL);

@@ -28,15 +28,37 @@ const char *tcu_coll_name(tcomms_coll_type_t type)
 
 /* ---- messages ------------------------------------------------------------------------------------------------ */
 
+/* The sweep advances the tasks on this list and no others: walking every running task after each completion made
+ * the cost of an operation grow with the number in flight. In order of readiness, so no task waits for long. */
+void tcu_task_ready(tcu_task_t *t)
+{
+    tcu_ctx_t *x = t->comm->ctx;
+    x->events = 1;
+    if (t->ready)
+        return;
+    t->ready = 1;
+    t->rnext = &x->ready;
+    t->rprev = x->ready.rprev;
+    x->ready.rprev->rnext = t;
+    x->ready.rprev = t;
+}
+
+void tcu_task_unready(tcu_task_t *t)
+{
+    if (!t->ready)
+        return;
+    t->ready = 0;
+    t->rprev->rnext = t->rnext;
+    t->rnext->rprev = t->rprev;
+}
+
 static void note_completion(tcu_task_t *t, ucs_status_t st)
 {
     t->pending--;
     if (st != UCS_OK && st != UCS_ERR_CANCELED && t->ucs_error == 0)
         t->ucs_error = (int)st;
-    if (t->pending == 0 || st != UCS_OK) {
-        t->ready = 1;
-        t->comm->ctx->events = 1;
-    }
+    if (t->pending == 0 || st != UCS_OK)
+        tcu_task_ready(t);
 }
 
 static void send_done(void *req, ucs_status_t st, void *user)
@@ -202,11 +224,12 @@ static void recycle(tcu_task_t *t)
     c->nfree++;
 }
 
-/* Big collectives beyond BIG_RUNNING wait in posting order. Running more at once gains nothing on a busy core
- * (every one of them moves data through the same CPU), and each needs its own scratch: twenty 2 MiB all_reduces
- * posted together would fault in twenty fresh scratch buffers instead of reusing two. Any rank's oldest unfinished
- * collective is always running, so all of them end; point-to-point never waits (a rank may post a receive before
- * the send its peer waits for). */
+/* Big collectives beyond BIG_RUNNING wait in posting order, on the communicator's queue. Running more at once gains
+ * nothing on a busy core (every one of them moves data through the same CPU), and each needs its own scratch: twenty
+ * 2 MiB all_reduces posted together would fault in twenty fresh scratch buffers instead of reusing two. Any rank's
+ * oldest unfinished collective is always running, so all of them end; point-to-point never waits (a rank may post a
+ * receive before the send its peer waits for). A count and a queue rather than a walk over the communicator's
+ * tasks: those include every finished one whose handle is still held. */
 static int is_big(const tcu_comm_t *c, const tcomms_coll_args_t *a, size_t esize)
 {
     size_t bytes = a->count * esize;
@@ -216,35 +239,44 @@ static int is_big(const tcu_comm_t *c, const tcomms_coll_args_t *a, size_t esize
     return bytes >= BIG_BYTES;
 }
 
-static int big_slot_free(const tcu_comm_t *c)
+static void enqueue_big(tcu_task_t *t)
 {
-    int running = 0;
-    for (const tcu_task_t *t = c->live.cnext; t != &c->live; t = t->cnext)
-        running += t->big && !t->queued && t->status == TCOMMS_IN_PROGRESS;
-    return running < BIG_RUNNING;
+    tcu_comm_t *c = t->comm;
+    t->queued = 1;
+    t->qnext = &c->bigq;
+    t->qprev = c->bigq.qprev;
+    c->bigq.qprev->qnext = t;
+    c->bigq.qprev = t;
 }
 
-/* The oldest queued task of `done`'s communicator starts at the next sweep, with `done`'s scratch when that is
- * larger than its own: scratch already faulted in passes from one big collective to the next. */
+static void dequeue_big(tcu_task_t *t)
+{
+    t->queued = 0;
+    t->qprev->qnext = t->qnext;
+    t->qnext->qprev = t->qprev;
+}
+
+/* The oldest queued task of `done`'s communicator takes its slot and starts at the next sweep, with `done`'s
+ * scratch when that is larger than its own: scratch already faulted in passes from one big collective to the
+ * next. */
 static void start_queued(tcu_task_t *done)
 {
     tcu_comm_t *c = done->comm;
-    for (tcu_task_t *t = c->live.cnext; t != &c->live; t = t->cnext) {
-        if (t->queued && t->status == TCOMMS_IN_PROGRESS) {
-            if (done->cap_scratch > t->cap_scratch) {
-                unsigned char *p = t->scratch;
-                size_t cap = t->cap_scratch;
-                t->scratch = done->scratch;
-                t->cap_scratch = done->cap_scratch;
-                done->scratch = p;
-                done->cap_scratch = cap;
-            }
-            t->queued = 0;
-            t->ready = 1;
-            c->ctx->events = 1;
-            return;
-        }
+    c->big_running--;
+    tcu_task_t *t = c->bigq.qnext;
+    if (t == &c->bigq)
+        return;
+    if (done->cap_scratch > t->cap_scratch) {
+        unsigned char *p = t->scratch;
+        size_t cap = t->cap_scratch;
+        t->scratch = done->scratch;
+        t->cap_scratch = done->cap_scratch;
+        done->scratch = p;
+        done->cap_scratch = cap;
     }
+    dequeue_big(t);
+    c->big_running++;
+    tcu_task_ready(t);
 }
 
 static void finish(tcu_task_t *t)
@@ -256,7 +288,10 @@ static void finish(tcu_task_t *t)
     t->comm->ctx->task_ended |= t->owes;
     t->comm->nactive--;
     t->comm->in_flight -= t->kind == TCU_KIND_COLL;
-    if (t->big && !t->queued)
+    tcu_task_unready(t);
+    if (t->queued)
+        dequeue_big(t);
+    else if (t->big)
         start_queued(t);
     if (!t->held)
         recycle(t);
@@ -485,7 +520,11 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     t->pending = t->ready = t->nreqs = t->posting = t->owes = 0;
     t->held = 1;
     t->big = kind == TCU_KIND_COLL && is_big(c, a, t->esize);
-    t->queued = t->big && !big_slot_free(c);
+    t->queued = 0;
+    if (t->big && c->big_running >= BIG_RUNNING)
+        enqueue_big(t);
+    else
+        c->big_running += t->big;
     t->msg[0] = '\0';
     t->cnext = &c->live;
     t->cprev = c->live.cprev;
@@ -537,7 +576,7 @@ tcomms_status_t tcu_task_report(tcu_task_t *t)
 void tcu_comm_break(tcu_comm_t *c, tcomms_status_t status, const char *msg)
 {
     if (c->core->comm_fail(c->state, status, "%s", msg))
-        c->ctx->events = 1; /* the sweep fails the communicator's other running tasks */
+        c->ctx->events = c->ctx->broken = 1; /* the sweep fails the communicator's other running tasks */
 }
 
 int tcu_task_final(void *arg)

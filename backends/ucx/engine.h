@@ -59,7 +59,7 @@ struct tcu_task {
     int posting;            /* inside tcu_recv's UCX call: a completion it runs there is for post_bytes/post_peer */
     size_t post_bytes;
     int post_peer;
-    int ready;              /* set by completion callbacks: the round is over or a request failed */
+    int ready;              /* on the context's ready list: the round is over or a request failed (engine.c) */
     int held;               /* the caller still holds the handle */
     int big;                /* a collective whose message is at least TCU_BIG_BYTES (engine.c) */
     int owes;               /* received a message that may have come by rendezvous (engine.c: OWE_BYTES) */
@@ -71,6 +71,8 @@ struct tcu_task {
     unsigned char *scratch;
     size_t cap_scratch;
     struct tcu_task *anext, *aprev; /* the context's list of running tasks */
+    struct tcu_task *rnext, *rprev; /* the context's list of ready tasks, while `ready` */
+    struct tcu_task *qnext, *qprev; /* the communicator's queue of big collectives, while `queued` */
     struct tcu_task *cnext, *cprev; /* the communicator's list of tasks not on its free list */
     char msg[512];          /* the error message, when status is an error */
 };

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Who turns the worker: a caller waiting on an operation progresses it inline (spin, yield, then sleep on the
  * worker's event fd), and one process-wide progress thread does so while no caller is waiting, so non-blocking
- * operations advance when the caller is away. Both sweep the running tasks after progress: advance the ones whose
- * round completed, fail those past their deadline or on a broken communicator. */
+ * operations advance when the caller is away. Both sweep after progress: advance the tasks whose round completed
+ * (the ready list), fail those past their deadline or on a broken communicator. */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -40,6 +40,20 @@ static void fail_tasks_on_failed_eps(tcu_ctx_t *c)
     }
 }
 
+/* A communicator broke (tcu_comm_break): fail its other running tasks. The whole list, but only then. */
+static void fail_tasks_on_broken_comms(tcu_ctx_t *c)
+{
+    for (tcu_task_t *t = c->active.anext, *next; t != &c->active; t = next) {
+        next = t->anext; /* failing a task takes only that one off the list */
+        const char *why;
+        tcomms_status_t broken = tcu_comm_failed(t->comm, &why);
+        if (broken != TCOMMS_SUCCESS)
+            tcu_task_fail(t, broken, "aborted: %s", why);
+    }
+}
+
+/* Only the ready tasks, whatever the number in flight. A task that a step's own post makes ready again goes back on
+ * the list and is taken once more, harmlessly: its round is still pending or it has ended (and left the list). */
 void tcu_sweep(tcu_ctx_t *c)
 {
     c->events = 0;
@@ -47,17 +61,19 @@ void tcu_sweep(tcu_ctx_t *c)
         c->ep_failed = 0;
         fail_tasks_on_failed_eps(c);
     }
-    /* A step may finish or fail only its own task, so `next` stays valid. */
-    for (tcu_task_t *t = c->active.anext, *next; t != &c->active; t = next) {
-        next = t->anext;
+    if (c->broken) {
+        c->broken = 0;
+        fail_tasks_on_broken_comms(c);
+    }
+    while (c->ready.rnext != &c->ready) {
+        tcu_task_t *t = c->ready.rnext;
+        tcu_task_unready(t);
         const char *why;
         tcomms_status_t broken = tcu_comm_failed(t->comm, &why);
         if (broken != TCOMMS_SUCCESS)
             tcu_task_fail(t, broken, "aborted: %s", why);
-        else if (t->ready) {
-            t->ready = 0;
+        else
             tcu_task_advance(t);
-        }
     }
 }
 

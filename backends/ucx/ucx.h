@@ -91,7 +91,9 @@ typedef struct tcu_ctx {
 
     tcu_task_t active;      /* sentinel of the running tasks' list */
     int nactive;
-    int events;             /* a callback marked a task ready or an endpoint failed: sweep */
+    tcu_task_t ready;       /* sentinel of the tasks the next sweep advances (engine.c: tcu_task_ready) */
+    int events;             /* a callback marked a task ready, a communicator broke or an endpoint failed: sweep */
+    int broken;             /* a communicator broke: the sweep fails the running tasks of broken ones */
     int ep_failed;
     int waiters;            /* callers progressing inline: the progress thread stays off the worker */
     uint64_t wait_epoch;    /* bumped by every wait and test: the thread sees whether a caller came by */
@@ -126,6 +128,8 @@ struct tcu_comm {
     tcomms_comm_state_t *state;              /* the core's failure state (core->comm_fail, comm_failed) */
     tcu_task_t live;                         /* sentinel: tasks posted and not yet recycled */
     int nactive;                             /* of those, running */
+    tcu_task_t bigq;                         /* sentinel: big collectives waiting for a slot, oldest first */
+    int big_running;                         /* big collectives running (engine.c: BIG_RUNNING) */
     tcu_task_t *free;                        /* recycled tasks, with their buffers */
     int nfree;
     size_t kept_scratch;                     /* scratch bytes held by free tasks */
@@ -156,7 +160,7 @@ void tcu_route_ucx_logs(const tcomms_core_t *core);
 /* Progress the worker on the calling thread until done(arg) or CLOCK_MONOTONIC `until_ns`; returns done(arg).
  * Spins for ctx->spin_ns, then sleeps on the worker's event fd. Lock held (dropped while sleeping). */
 int tcu_drive(tcu_ctx_t *ctx, int (*done)(void *), void *arg, uint64_t until_ns);
-/* One pass after progress: advance tasks whose round completed, fail those of broken communicators. Lock held. */
+/* One pass after progress: advance the tasks on the ready list, fail those of broken communicators. Lock held. */
 void tcu_sweep(tcu_ctx_t *ctx);
 /* Fail running tasks past their deadline. Lock held. */
 void tcu_check_deadlines(tcu_ctx_t *ctx, uint64_t now);
@@ -175,6 +179,9 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
                                uint32_t seq, tcu_task_t **out);
 /* Run steps while the current round is complete. Lock held. */
 void tcu_task_advance(tcu_task_t *t);
+/* Put `t` on the context's ready list (once) for the next sweep; take it off. Lock held. */
+void tcu_task_ready(tcu_task_t *t);
+void tcu_task_unready(tcu_task_t *t);
 /* Cancel the task's requests and make `status` its final result; the task's communicator breaks with it. */
 void tcu_task_fail(tcu_task_t *t, tcomms_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
