@@ -166,8 +166,8 @@ tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *ranks, int n
     tcomms_status_t st = tc_comm_state_check(parent->state, "tcomms_comm_split");
     if (st == TCOMMS_SUCCESS) /* a broken parent still votes, so the other ranks hear why */
         st = check_list(parent, ranks, nranks, out);
-    if (st == TCOMMS_SUCCESS && (st = child_new(parent, 's', split, nranks > 0 ? ranks[0] : -1, name, hints, &child)) !=
-                                    TCOMMS_SUCCESS)
+    if (st == TCOMMS_SUCCESS &&
+        (st = child_new(parent, 's', split, nranks > 0 ? ranks[0] : -1, name, hints, &child)) != TCOMMS_SUCCESS)
         tc_error_prefix(st, "tcomms_comm_split: ");
     tc_split_vote_t vote;
     if (st == TCOMMS_SUCCESS)
@@ -316,7 +316,8 @@ tcomms_status_t tcomms_comm_shrink(tcomms_comm_t *parent, const int *exclude, in
     tcomms_comm_t *child = NULL;
     /* No failure-state check: a failed parent is what a shrink is for. */
     tcomms_status_t st = survivors(parent, exclude, nexclude, out, members, &n);
-    if (st == TCOMMS_SUCCESS && (st = child_new(parent, 'k', shrink, members[0], name, hints, &child)) != TCOMMS_SUCCESS)
+    if (st == TCOMMS_SUCCESS &&
+        (st = child_new(parent, 'k', shrink, members[0], name, hints, &child)) != TCOMMS_SUCCESS)
         tc_error_prefix(st, "tcomms_comm_shrink: ");
     tc_split_vote_t vote;
     if (st == TCOMMS_SUCCESS)
@@ -324,7 +325,7 @@ tcomms_status_t tcomms_comm_shrink(tcomms_comm_t *parent, const int *exclude, in
     else
         tc_split_vote_refuse(&vote, TC_SPLIT_SHRINK, st);
     int any_failed = 0;
-    tcomms_status_t agreed = tc_shrink_agree(parent, shrink, &vote, members, n, &any_failed);
+    tcomms_status_t agreed = tc_shrink_agree(parent, shrink, &vote, n > 0 ? members : NULL, n, &any_failed);
     if (st != TCOMMS_SUCCESS) {
         free(members);
         return agreed; /* the caller's own refusal, as it was */
@@ -342,6 +343,7 @@ tcomms_status_t tcomms_comm_shrink(tcomms_comm_t *parent, const int *exclude, in
         agreed = build(parent, child, members, n, any_failed ? TC_DERIVE_AFRESH : TC_DERIVE_SHRINK, out);
     free(members);
     if (agreed != TCOMMS_SUCCESS)
-        tc_error_prefix(agreed, "tcomms_comm_shrink: shrink %llu of '%s': ", (unsigned long long)shrink, parent->name);
+        tc_error_prefix(agreed, "tcomms_comm_shrink: shrink %llu of '%s': ", (unsigned long long)shrink,
+                        parent->name);
     return agreed;
 }

@@ -44,10 +44,10 @@ void tc_split_vote_refuse(tc_split_vote_t *vote, tc_split_call_t call, tcomms_st
 tcomms_status_t tc_split_agree(tcomms_comm_t *parent, uint64_t split, const tc_split_vote_t *vote,
                                int32_t **colors);
 
-/* The same among the survivors of shrink number `shrink` of `parent` only: `vote` is a shrink vote over its survivors (or a refusal, whose
- * `members` still names the ranks to tell), the lowest of them judges, and the ranks left out are neither waited
- * for nor read. Every survivor of one list reaches the same outcome; a survivor whose list differs from its
- * judge's gets TCOMMS_ERR_MISMATCH. On success *any_failed says whether the parent failed on any survivor. */
+/* The same among the survivors of shrink number `shrink` of `parent` only: `vote` is a shrink vote over its survivors
+ * (or a refusal, whose `members` still names the ranks to tell), the lowest of them judges, and the ranks left out are
+ * neither waited for nor read. Every survivor of one list reaches the same outcome; a survivor whose list differs from
+ * its judge's gets TCOMMS_ERR_MISMATCH. On success *any_failed says whether the parent failed on any survivor. */
 tcomms_status_t tc_shrink_agree(tcomms_comm_t *parent, uint64_t shrink, const tc_split_vote_t *vote,
                                 const int *members, int n, int *any_failed);
 

@@ -263,21 +263,20 @@ TCOMMS_API tcomms_status_t tcomms_comm_split(tcomms_comm_t *parent, const int *r
 TCOMMS_API tcomms_status_t tcomms_comm_split_color(tcomms_comm_t *parent, int color, int key, const char *name,
                                                    const tcomms_hints_t *hints, tcomms_comm_t **out);
 
-/* The survivors of `parent` without the ranks in `exclude` (nexclude parent ranks, any order, no duplicates): a
- * new communicator whose ranks keep the survivors' order, made after the excluded ranks died (or when the caller
- * leaves them out) without a rendezvous from outside. Collective over the survivors only: each of them calls it
- * with the same list, and the excluded ranks call nothing. Works on a failed parent (that is what it is for),
- * which stays failed. `name` and `hints` as for tcomms_comm_split. Each survivor's n-th shrink of `parent` meets
- * the others' n-th; shrinks are numbered apart from splits, so a healthy parent's ranks (the excluded ones too)
- * still split it together afterwards. Survivors whose lists differ get
- * TCOMMS_ERR_MISMATCH (or TCOMMS_ERR_TIMEOUT where the lowest survivor of a rank's list has another lowest
- * survivor in its own list, and so judges nothing for it); a survivor that does not call is a TCOMMS_ERR_TIMEOUT on the others after twice the
- * parent's timeout plus 5 s (another survivor may still be waiting out the operation that failed); an excluded
- * caller, a rank out of range or listed twice, or no survivor left is TCOMMS_ERR_INVALID_ARG. How each backend
- * makes the child: docs/api.md ("Shrink"). The rendezvous store of tcomms_comm_create lives in the process of the
- * root's rank 0: with that process dead, a shrink fails at once on every survivor with the store's error
- * (TCOMMS_ERR_REMOTE); a job that must survive its rank 0 gives its root a store of its own
- * (TCOMMS_COMM_PARAM_STORE). */
+/* The survivors of `parent` without the ranks in `exclude` (nexclude parent ranks, any order, no duplicates): a new
+ * communicator whose ranks keep the survivors' order, made after the excluded ranks died (or when the caller leaves
+ * them out) without a rendezvous from outside. Collective over the survivors only: each of them calls it with the same
+ * list, and the excluded ranks call nothing. Works on a failed parent (that is what it is for), which stays failed.
+ * `name` and `hints` as for tcomms_comm_split. Each survivor's n-th shrink of `parent` meets the others' n-th; shrinks
+ * are numbered apart from splits, so a healthy parent's ranks (the excluded ones too) still split it together
+ * afterwards. Survivors whose lists differ get TCOMMS_ERR_MISMATCH (or TCOMMS_ERR_TIMEOUT where the lowest survivor of
+ * a rank's list has another lowest survivor in its own list, and so judges nothing for it); a survivor that does not
+ * call is a TCOMMS_ERR_TIMEOUT on the others after twice the parent's timeout plus 5 s (another survivor may still be
+ * waiting out the operation that failed); an excluded caller, a rank out of range or listed twice, or no survivor left
+ * is TCOMMS_ERR_INVALID_ARG. How each backend makes the child: docs/api.md ("Shrink"). The rendezvous store of
+ * tcomms_comm_create lives in the process of the root's rank 0: with that process dead, a shrink fails at once on
+ * every survivor with the store's error (TCOMMS_ERR_REMOTE); a job that must survive its rank 0 gives its root a store
+ * of its own (TCOMMS_COMM_PARAM_STORE). */
 TCOMMS_API tcomms_status_t tcomms_comm_shrink(tcomms_comm_t *parent, const int *exclude, int nexclude,
                                               const char *name, const tcomms_hints_t *hints, tcomms_comm_t **out);
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The rank functions of test_nccl (one per Check test, run in every forked rank) and the helpers they share.
- * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams,
- * graphs, timeouts (on SM kernels and on the copy engines); nccl_death.c: a rank lost inside ncclCommSplit;
- * nccl_fault.c: launches NCCL refuses; nccl_ce.c: copy-engine collectives between windows; nccl_small.c: the
- * small-message path; nccl_abort.c: tcomms_comm_abort; nccl_flight.c: the flight record; nccl_shrink.c: tcomms_comm_shrink. */
+ * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams, graphs,
+ * timeouts (on SM kernels and on the copy engines); nccl_death.c: a rank lost inside ncclCommSplit; nccl_fault.c:
+ * launches NCCL refuses; nccl_ce.c: copy-engine collectives between windows; nccl_small.c: the small-message path;
+ * nccl_abort.c: tcomms_comm_abort; nccl_flight.c: the flight record; nccl_shrink.c: tcomms_comm_shrink. */
 #ifndef TESTS_GPU_NCCL_CASES_H
 #define TESTS_GPU_NCCL_CASES_H
 
