@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Several communicators at once, and many large collectives in flight on one: every CPU backend in
  * TCOMMS_TEST_BACKENDS, 2-4 ranks. Ranks post on their communicators in different orders and wait in different
- * orders, two threads drive two communicators at the same time, and a burst of >= 64 KiB collectives exceeds the
- * UCX backend's two-at-a-time limit. Every result is compared with a sum computed by a plain loop in double. */
+ * orders, two threads drive two communicators at the same time, a burst of >= 64 KiB collectives exceeds the
+ * UCX backend's two-at-a-time limit, and rounds of thousands of small ones in flight reuse the tasks the rounds
+ * before left (UCX keeps them between busy spells). Every result is compared with a sum computed by a plain loop
+ * in double. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@
 #define BIG 24576 /* floats: 96 KiB, above the 64 KiB "large collective" line */
 #define SMALL 7
 #define BURST 12
+#define MANY 3000   /* small collectives in flight at once: far more than the UCX backend's 64 kept tasks */
+#define MANY_ROUNDS 3
 
 /* The value rank r contributes at index i in round k: small integers, so float sums are exact. */
 static float val(int r, size_t i, int k)
@@ -134,6 +138,46 @@ static int burst(tcomms_comm_t *c, int rank, int size)
     return fails;
 }
 
+/* MANY small all_reduces in flight (a thirtieth of that on Gloo), in place and out of place by turns (out of place: the result into the second
+ * half of the slot), waited from the first on even ranks and from the last on odd ones, then one blocking call
+ * (an idle moment between busy spells), MANY_ROUNDS times with other values each round. */
+static int many(tcomms_comm_t *c, const char *backend, int rank, int size)
+{
+    int many = strcmp(backend, "ucx") == 0 ? MANY : MANY / 30; /* Gloo takes about 1 ms a call on 4 ranks */
+    float *buf = malloc((size_t)many * 2 * SMALL * sizeof(float));
+    tcomms_work_t **w = calloc((size_t)many, sizeof(*w));
+    int fails = buf == NULL || w == NULL ? mrank_failf("FAIL rank %d: out of memory", rank) : 0;
+    for (int k = 0; k < MANY_ROUNDS && fails == 0; k++) {
+        int posted = 0;
+        for (int j = 0; j < many && fails == 0; j++, posted++) {
+            float *slot = buf + (size_t)j * 2 * SMALL;
+            fill(slot, SMALL, rank, k * MANY + j);
+            float *out = j % 2 ? slot + SMALL : slot;
+            tcomms_status_t st = tcomms_all_reduce(c, slot, out, SMALL, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, &w[j]);
+            if (st != TCOMMS_SUCCESS)
+                fails = mrank_failf("FAIL rank %d many round %d: post %d: %s", rank, k, j, tcomms_last_error());
+        }
+        for (int i = 0; i < posted; i++) {
+            int j = rank % 2 ? posted - 1 - i : i;
+            tcomms_status_t st = tcomms_work_wait(w[j], 0);
+            tcomms_work_free(w[j]);
+            if (st != TCOMMS_SUCCESS && fails == 0)
+                fails = mrank_failf("FAIL rank %d many round %d: wait %d: %s", rank, k, j, tcomms_last_error());
+            else if (fails == 0)
+                fails = check_sum(buf + (size_t)j * 2 * SMALL + (j % 2 ? SMALL : 0), SMALL, size, k * MANY + j,
+                                  "many", rank);
+        }
+        fill(buf, SMALL, rank, -1 - k);
+        tcomms_status_t st = tcomms_all_reduce(c, buf, buf, SMALL, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL);
+        if (fails == 0)
+            fails = st == TCOMMS_SUCCESS ? check_sum(buf, SMALL, size, -1 - k, "many, blocking", rank)
+                                         : mrank_failf("FAIL rank %d many round %d: %s", rank, k, tcomms_last_error());
+    }
+    free(w);
+    free(buf);
+    return fails;
+}
+
 typedef struct thread_job {
     tcomms_comm_t *comm;
     int rank, size, salt, fails;
@@ -172,8 +216,8 @@ static int threaded(tcomms_comm_t *a, tcomms_comm_t *b, int rank, int size)
     return ja.fails + jb.fails;
 }
 
-typedef enum { T_INTERLEAVED, T_BURST, T_THREADED, T_KINDS } kind_t;
-static const char *const kind_names[T_KINDS] = {"interleaved", "burst", "threaded"};
+typedef enum { T_INTERLEAVED, T_BURST, T_THREADED, T_MANY, T_KINDS } kind_t;
+static const char *const kind_names[T_KINDS] = {"interleaved", "burst", "threaded", "many"};
 
 static int concurrent_rank(int rank, int size, void *arg)
 {
@@ -203,8 +247,10 @@ static int concurrent_rank(int rank, int size, void *arg)
             fails += interleaved(world, other, rank, size);
         else if (kind == T_BURST)
             fails += burst(world, rank, size) + burst(other, size - 1 - rank, size);
-        else
+        else if (kind == T_THREADED)
             fails += threaded(world, other, rank, size);
+        else
+            fails += many(world, backend, rank, size);
         if (rank == 0)
             mrank_logf("test_concurrent: %s %s on %d ranks: %d failure(s), %.1f s", backend, kind_names[kind], size,
                        fails, mrank_now() - t0);

@@ -10,7 +10,9 @@
 
 #include "ucx.h"
 
-#define KEEP_TASKS 64                 /* free tasks kept per communicator */
+#define KEEP_TASKS 64                 /* free tasks a communicator keeps at least (engine.c: recycle) */
+#define KEEP_NS (1000ull * 1000 * 1000) /* ... and more while a spell of the last second needed them */
+#define MSG_BYTES 512                 /* a task's error message at most */
 #define KEEP_SCRATCH (64u << 20)      /* scratch bytes kept by free tasks per communicator */
 #define BIG_BYTES (64u << 10)         /* a collective with a message this large or larger is "big" ... */
 #define BIG_RUNNING 2                 /* ... and at most this many big ones run at once per communicator */
@@ -204,15 +206,41 @@ void *tcu_scratch(tcu_task_t *t, size_t bytes)
 
 /* ---- ending a task ------------------------------------------------------------------------------------------- */
 
+/* A communicator keeps its finished tasks for reuse, as many as were live at once in its busy spells (from one idle
+ * moment, no task live, to the next) of the last KEEP_NS, at least KEEP_TASKS. A program that keeps 10^5 operations
+ * in flight, with a blocking call between its rounds, then reuses its tasks instead of allocating and freeing them
+ * each round, a cost that grew with the number in flight (docs/perf.md, issue 29); one that goes back to a few
+ * operations at a time gives the surplus back at its first idle moment after KEEP_NS. Scratch is kept up to
+ * KEEP_SCRATCH. */
+static void trim(tcu_comm_t *c)
+{
+    uint64_t now = tc_now_coarse_ns();
+    if (c->keep < KEEP_TASKS)
+        c->keep = KEEP_TASKS;
+    if (c->peak * 2 >= c->keep) { /* this spell needed about as many: keep them longer */
+        if (c->peak > c->keep)
+            c->keep = c->peak;
+        c->keep_ns = now;
+    } else if (now - c->keep_ns > KEEP_NS) {
+        c->keep = c->peak > KEEP_TASKS ? c->peak : KEEP_TASKS;
+        c->keep_ns = now;
+    }
+    c->peak = 0;
+    while (c->nfree > c->keep) {
+        tcu_task_t *t = c->free;
+        c->free = t->cnext;
+        c->nfree--;
+        c->kept_scratch -= t->cap_scratch;
+        tcu_task_destroy(t);
+    }
+}
+
 static void recycle(tcu_task_t *t)
 {
     tcu_comm_t *c = t->comm;
     t->cprev->cnext = t->cnext;
     t->cnext->cprev = t->cprev;
-    if (c->nfree >= KEEP_TASKS) {
-        tcu_task_destroy(t);
-        return;
-    }
+    c->nlive--;
     if (c->kept_scratch + t->cap_scratch > KEEP_SCRATCH) {
         free(t->scratch);
         t->scratch = NULL;
@@ -222,6 +250,8 @@ static void recycle(tcu_task_t *t)
     t->cnext = c->free;
     c->free = t;
     c->nfree++;
+    if (c->nlive == 0)
+        trim(c);
 }
 
 /* Big collectives beyond BIG_RUNNING wait in posting order, on the communicator's queue. Running more at once gains
@@ -310,18 +340,28 @@ static void drop_requests(tcu_task_t *t)
     t->pending = 0;
 }
 
+/* The task's error message; a fixed one when there was no memory to write it. */
+static const char *task_why(const tcu_task_t *t)
+{
+    return t->msg != NULL ? t->msg : "ucx: an operation failed, and there was no memory left to describe how";
+}
+
 static void vfail(tcu_task_t *t, tcomms_status_t status, const char *fmt, va_list ap)
 {
     if (t->status != TCOMMS_IN_PROGRESS)
         return;
     drop_requests(t);
     tcu_comm_t *c = t->comm;
-    int n = snprintf(t->msg, sizeof(t->msg), "ucx %s (%s) on '%s' (rank %d of %d): ", tcu_coll_name(t->a.type),
-                     t->algo->name, c->name, c->rank, c->size);
-    if (n >= 0 && (size_t)n < sizeof(t->msg))
-        vsnprintf(t->msg + n, sizeof(t->msg) - (size_t)n, fmt, ap);
+    if (t->msg == NULL)
+        t->msg = malloc(MSG_BYTES);
+    if (t->msg != NULL) {
+        int n = snprintf(t->msg, MSG_BYTES, "ucx %s (%s) on '%s' (rank %d of %d): ", tcu_coll_name(t->a.type),
+                         t->algo->name, c->name, c->rank, c->size);
+        if (n >= 0 && (size_t)n < MSG_BYTES)
+            vsnprintf(t->msg + n, MSG_BYTES - (size_t)n, fmt, ap);
+    }
     t->status = status;
-    tcu_comm_break(c, status, t->msg);
+    tcu_comm_break(c, status, task_why(t));
     finish(t);
 }
 
@@ -452,9 +492,12 @@ static tcu_task_t *take_task(tcu_comm_t *c)
         c->free = t->cnext;
         c->nfree--;
         c->kept_scratch -= t->cap_scratch;
-        return t;
+    } else if ((t = calloc(1, sizeof(*t))) == NULL) {
+        return NULL;
     }
-    return calloc(1, sizeof(*t));
+    if (++c->nlive > c->peak)
+        c->peak = c->nlive;
+    return t;
 }
 
 /* Copy the v-variant arrays: the caller's may go away when post() returns. */
@@ -489,6 +532,7 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     if (tcu_coll_info(a->type)->count_arrays == 0)
         t->a.sendcounts = t->a.sdispls = t->a.recvcounts = t->a.rdispls = NULL;
     else if (keep_arrays(t, c->size) != 0) {
+        c->nlive--;
         tcu_task_destroy(t);
         return c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx %s on '%s': out of memory copying counts",
                               tcu_coll_name(a->type), c->name);
@@ -525,7 +569,6 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
         enqueue_big(t);
     else
         c->big_running += t->big;
-    t->msg[0] = '\0';
     t->cnext = &c->live;
     t->cprev = c->live.cprev;
     c->live.cprev->cnext = t;
@@ -560,6 +603,7 @@ void tcu_task_release(tcu_task_t *t)
 
 void tcu_task_destroy(tcu_task_t *t)
 {
+    free(t->msg);
     free(t->reqs);
     free(t->varrays);
     free(t->scratch);
@@ -570,7 +614,7 @@ tcomms_status_t tcu_task_report(tcu_task_t *t)
 {
     if (t->status == TCOMMS_SUCCESS || t->status == TCOMMS_IN_PROGRESS)
         return t->status;
-    return t->core->error(t->status, "%s", t->msg);
+    return t->core->error(t->status, "%s", task_why(t));
 }
 
 void tcu_comm_break(tcu_comm_t *c, tcomms_status_t status, const char *msg)

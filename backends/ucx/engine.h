@@ -74,7 +74,7 @@ struct tcu_task {
     struct tcu_task *rnext, *rprev; /* the context's list of ready tasks, while `ready` */
     struct tcu_task *qnext, *qprev; /* the communicator's queue of big collectives, while `queued` */
     struct tcu_task *cnext, *cprev; /* the communicator's list of tasks not on its free list */
-    char msg[512];          /* the error message, when status is an error */
+    char *msg;              /* the error message, when status is an error (allocated at the first failure) */
 };
 
 /* Post a send of `bytes` at `buf` to rank `peer` (or a receive from `peer` into `buf`, at most `bytes`), counted in

@@ -132,6 +132,10 @@ struct tcu_comm {
     int big_running;                         /* big collectives running (engine.c: BIG_RUNNING) */
     tcu_task_t *free;                        /* recycled tasks, with their buffers */
     int nfree;
+    int nlive;                               /* tasks not on the free list (posted, not yet recycled) */
+    int peak;                                /* most of those at once since the communicator was last idle */
+    int keep;                                /* free tasks kept (engine.c: trim) */
+    uint64_t keep_ns;                        /* when a busy spell last needed about `keep` tasks */
     size_t kept_scratch;                     /* scratch bytes held by free tasks */
 };
 
