@@ -214,7 +214,7 @@ void *tcu_scratch(tcu_task_t *t, size_t bytes)
  * KEEP_SCRATCH. */
 static void trim(tcu_comm_t *c)
 {
-    uint64_t now = tc_now_coarse_ns();
+    uint64_t now = c->ctx->last_post_ns; /* the clock as the last post read it: no clock read at every idle moment */
     if (c->keep < KEEP_TASKS)
         c->keep = KEEP_TASKS;
     if (c->peak * 2 >= c->keep) { /* this spell needed about as many: keep them longer */
