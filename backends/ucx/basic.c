@@ -53,8 +53,8 @@ const tcu_algo_t tcu_algo_alone = {"alone", alone_step};
  * a peer's FIFO and descriptors, which costs the first hundred or so mid-sized messages between a pair a few
  * microseconds each. a.count rounds of WARMUP_BYTES (the largest eager size) to each of the next WARMUP_PEERS ranks
  * in turn take that cost at creation instead of in the first timed operations: warming only the ring's right
- * neighbour left all_gather and all_to_all, which send to every peer at once, at 4 ranks on 2 CPUs 5-7x slower
- * for their first few hundred calls at 16 KiB (docs/ucx.md, "Transport warm-up"). Three peers: every peer of the
+ * neighbour left all_gather and all_to_all, which send to every peer at once, several times slower for their
+ * first few hundred mid-sized calls (docs/ucx.md, "Transport warm-up"). Three peers: every peer of the
  * communicators where those send to all at once (select.c), at a cost that stays bounded on larger ones. */
 #define WARMUP_BYTES 8192
 #define WARMUP_PEERS 3
