@@ -20,7 +20,7 @@
 #include "mrank_world.h"
 
 #define MAX_RANKS REF_MAX_RANKS
-#define MAX_ALGOS 3
+#define MAX_ALGOS 4
 #define OP_TIMEOUT_MS 20000u
 #define JOB_TIMEOUT_S 150 /* per job up to 4 ranks; oversubscribed jobs get more */
 #define NDTYPES ((int)TCOMMS_DTYPE_COUNT)
@@ -510,8 +510,9 @@ static const coll_row_t rows[] = {
      t_all_reduce},
     {"broadcast", "TCOMMS_UCX_BROADCAST_ALGO", {"binomial", "scatter_allgather"}, ROOTED, t_broadcast},
     {"reduce", "TCOMMS_UCX_REDUCE_ALGO", {"binomial", "rabenseifner"}, REDUCING | ROOTED | HUGE, t_reduce},
-    {"all_gather", "TCOMMS_UCX_ALLGATHER_ALGO", {"ring", "recursive_doubling", "bruck"}, 0, t_all_gather},
-    {"all_gather_v", "TCOMMS_UCX_ALLGATHERV_ALGO", {"ring", "recursive_doubling", "bruck"}, VCOUNTS, t_all_gather},
+    {"all_gather", "TCOMMS_UCX_ALLGATHER_ALGO", {"ring", "linear", "recursive_doubling", "bruck"}, 0, t_all_gather},
+    {"all_gather_v", "TCOMMS_UCX_ALLGATHERV_ALGO", {"ring", "linear", "recursive_doubling", "bruck"}, VCOUNTS,
+     t_all_gather},
     {"reduce_scatter", "TCOMMS_UCX_REDUCESCATTER_ALGO", {"ring", "recursive_halving"}, REDUCING, t_reduce_scatter},
     {"reduce_scatter_v", "TCOMMS_UCX_REDUCESCATTERV_ALGO", {"ring"}, REDUCING | VCOUNTS, t_reduce_scatter},
     {"all_to_all", "TCOMMS_UCX_ALLTOALL_ALGO", {"pairwise", "linear"}, 0, t_all_to_all},

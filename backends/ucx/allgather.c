@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* all_gather and all_gather_v algorithms; blocks are tcu_vcount/tcu_vdispl, so each step function serves both.
- * ring: n-1 steps moving one block each, bandwidth-optimal (large messages). recursive_doubling (powers of two) and
- * bruck (any n): ceil(log2 n) steps, each moving a run of consecutive ranks' blocks as one message (small ones). */
+ * ring: n-1 steps moving one block each, bandwidth-optimal (large messages). linear: our block to every peer and
+ * every peer's block into place in one step, the same bytes as ring without its n-1 hand-offs (few ranks).
+ * recursive_doubling (powers of two) and bruck (any n): ceil(log2 n) steps, each moving a run of consecutive ranks'
+ * blocks as one message (small ones). */
 #include <string.h>
 
 #include "engine.h"
@@ -35,6 +37,28 @@ static int ring_step(tcu_task_t *t)
 }
 
 const tcu_algo_t tcu_allgather_ring = {"ring", ring_step};
+
+/* ---- linear -------------------------------------------------------------------------------------------------- */
+
+/* Peers in ring order (r + s, r - s), so that the first message each rank waits for is the first one sent to it.
+ * Every block goes from sendbuf and lands in place. */
+static int linear_step(tcu_task_t *t)
+{
+    int n = t->size, r = t->rank;
+    size_t es = t->esize;
+    unsigned char *buf = t->a.recvbuf;
+    if ((t->a.type == TCOMMS_COLL_ALL_GATHER && t->a.count == 0) || t->round > 0)
+        return TCU_DONE;
+    for (int s = 1; s < n; s++) {
+        int in = tcu_mod(r - s, n);
+        tcu_send(t, (r + s) % n, 0, t->a.sendbuf, tcu_vcount(t, 0, r) * es);
+        tcu_recv(t, in, 0, tcu_at(buf, tcu_vdispl(t, 0, in), es), tcu_vcount(t, 0, in) * es);
+    }
+    copy_own(t, tcu_at(buf, tcu_vdispl(t, 0, r), es), tcu_vcount(t, 0, r) * es);
+    return TCU_MORE;
+}
+
+const tcu_algo_t tcu_allgather_linear = {"linear", linear_step};
 
 /* ---- the packed work area of the logarithmic algorithms ------------------------------------------------------ */
 

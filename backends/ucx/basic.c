@@ -49,22 +49,28 @@ static int alone_step(tcu_task_t *t)
 
 const tcu_algo_t tcu_algo_alone = {"alone", alone_step};
 
-/* UCX's shared-memory transports fault in their receive descriptors on first use, which costs the first hundred
- * or so mid-sized messages of a process a few microseconds each. a.count rounds of WARMUP_BYTES around the ring
- * (the largest eager size) take that cost at creation instead of in the first timed operations. */
+/* UCX's shared-memory transports fault in their receive descriptors on first use, and each sender its mapping of
+ * a peer's FIFO and descriptors, which costs the first hundred or so mid-sized messages between a pair a few
+ * microseconds each. a.count rounds of WARMUP_BYTES (the largest eager size) to each of the next WARMUP_PEERS ranks
+ * in turn take that cost at creation instead of in the first timed operations: warming only the ring's right
+ * neighbour left all_gather and all_to_all, which send to every peer at once, several times slower for their
+ * first few hundred mid-sized calls (docs/ucx.md, "Transport warm-up"). Three peers: every peer of the
+ * communicators where those send to all at once (select.c), at a cost that stays bounded on larger ones. */
 #define WARMUP_BYTES 8192
+#define WARMUP_PEERS 3
 
 static int warmup_step(tcu_task_t *t)
 {
-    if ((size_t)t->round >= t->a.count)
+    int peers = t->size - 1 < WARMUP_PEERS ? t->size - 1 : WARMUP_PEERS, d = 1 + t->round % peers;
+    if ((size_t)t->round >= t->a.count * (size_t)peers)
         return TCU_DONE;
     unsigned char *buf = t->round == 0 ? tcu_scratch(t, 2 * WARMUP_BYTES) : t->scratch;
     if (buf == NULL)
         return TCOMMS_ERR_NO_MEMORY;
     if (t->round == 0)
         memset(buf, 0, WARMUP_BYTES);
-    tcu_send(t, (t->rank + 1) % t->size, (unsigned)t->round, buf, WARMUP_BYTES);
-    tcu_recv(t, tcu_mod(t->rank - 1, t->size), (unsigned)t->round, buf + WARMUP_BYTES, WARMUP_BYTES);
+    tcu_send(t, (t->rank + d) % t->size, (unsigned)t->round, buf, WARMUP_BYTES);
+    tcu_recv(t, tcu_mod(t->rank - d, t->size), (unsigned)t->round, buf + WARMUP_BYTES, WARMUP_BYTES);
     return TCU_MORE;
 }
 

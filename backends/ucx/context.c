@@ -132,11 +132,13 @@ static const struct {
      * faults in all of the FIFO (larger elements left the first operations to fault pages in). 64 elements:
      * 256 KiB of shared memory per worker. Figures: docs/perf.md, "Measurements behind the code". */
     {"MM_FIFO_ELEM_SIZE", "4096", {"UCX_MM_FIFO_ELEM_SIZE", "UCX_SYSV_FIFO_ELEM_SIZE", "UCX_POSIX_FIFO_ELEM_SIZE"}, 1},
-    /* Eager (copied through shared memory) below 1 MiB, rendezvous (one copy by the receiver, cma) from 1 MiB:
-     * UCX's own choice switches near 16 KiB, and a rendezvous costs a handshake and a process_vm_readv that
-     * only pay off for large messages (the crossing was measured between 512 KiB and 1 MiB: docs/perf.md,
-     * "Measurements behind the code"). */
-    {"RNDV_THRESH", "1M", {"UCX_RNDV_THRESH", NULL, NULL}, 0},
+    /* Sends posted with UCP_OP_ATTR_FLAG_FAST_CMPL go eager (copied through shared memory by both sides) below
+     * 1 MiB, rendezvous (one process_vm_readv by the receiver, cma) from 1 MiB; the others follow UCX_RNDV_THRESH,
+     * left to UCX (auto, computed from the transports' figures). engine.c (tcu_send) picks per message, which a single
+     * threshold cannot: the copying operations want one copy from 32 KiB, the reducing ones eager up to 1 MiB on
+     * an oversubscribed host, where a rendezvous handshake waits for the peer to be scheduled. Setting
+     * UCX_RNDV_THRESH makes one threshold for all. Figures: docs/perf.md, issue 29's copy work. */
+    {"RNDV_SEND_NBR_THRESH", "1M", {"UCX_RNDV_SEND_NBR_THRESH", "UCX_RNDV_THRESH", NULL}, 0},
 };
 
 static void tune_config(tcu_ctx_t *c, ucp_config_t *cfg)

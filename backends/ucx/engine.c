@@ -19,6 +19,13 @@
 /* A receive this large may be a rendezvous (UCX_RNDV_THRESH may be set this low), whose end the receiver's worker
  * still owes its sender after the receive completed: the progress thread lingers after such a task (progress.c). */
 #define OWE_BYTES 1024u
+/* Messages from these sizes go by rendezvous, a single copy (context.c, RNDV_SEND_NBR_THRESH, says how): an
+ * operation that only copies gains from 32 KiB, a reducing one from 64 KiB (it reduces eager fragments as they
+ * come). On an oversubscribed host each rendezvous handshake waits for the peer to be scheduled: copies gain only
+ * from 128 KiB there, reductions not below 1 MiB, UCX's FAST_CMPL threshold (docs/perf.md, issue 29's copy work). */
+#define COPY_RNDV_BYTES (32u << 10)
+#define COPY_RNDV_CROWDED_BYTES (128u << 10)
+#define REDUCE_RNDV_BYTES (64u << 10)
 
 static unsigned char empty_message; /* UCX wants a valid address even for zero bytes */
 
@@ -147,7 +154,8 @@ void tcu_send(tcu_task_t *t, int peer, unsigned slot, const void *buf, size_t by
     if (t->ucs_error || peer_unusable(t, peer))
         return;
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                             UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                                             UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE |
+                                             (bytes < t->rndv_from ? UCP_OP_ATTR_FLAG_FAST_CMPL : 0),
                              .cb.send = send_done,
                              .user_data = t,
                              .datatype = ucp_dt_make_contig(1),
@@ -549,6 +557,9 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     t->kind = kind;
     t->p2p = kind == TCU_KIND_P2P;
     t->sync = kind == TCU_KIND_COLL && tcu_shape_rooted(a->type);
+    int crowded = tcu_oversubscribed(c->ctx);
+    t->rndv_from = t->reduce ? (crowded ? SIZE_MAX : REDUCE_RNDV_BYTES)
+                             : (crowded ? COPY_RNDV_CROWDED_BYTES : COPY_RNDV_BYTES);
     uint32_t low = seq; /* send/recv: the per-peer sequence */
     if (kind == TCU_KIND_BOOT)
         low = (seq & TCU_BOOT_HASH_MASK) << TCU_SHAPE_SHIFT;

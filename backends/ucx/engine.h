@@ -51,6 +51,7 @@ struct tcu_task {
     int kind;               /* TCU_KIND_*: collective, send/recv (no slots, no shape) or creation (no shape) */
     int p2p;                /* kind == TCU_KIND_P2P */
     int sync;               /* sends complete only once received (rooted collectives: shape.c) */
+    size_t rndv_from;       /* sends this large may go by rendezvous (engine.c, tcu_send) */
     uint64_t deadline_ns;   /* CLOCK_MONOTONIC: the operation fails with TCOMMS_ERR_TIMEOUT after it */
     tcomms_status_t status; /* TCOMMS_IN_PROGRESS until final */
     int ucs_error;          /* first failed request's ucs_status_t (or TCU_ERR_SHORT_MESSAGE), 0 when none */

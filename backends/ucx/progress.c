@@ -147,6 +147,11 @@ static uint64_t yield_after_ns(const tcu_ctx_t *c)
     return __atomic_load_n(&c->yield_after_ns, __ATOMIC_RELAXED);
 }
 
+int tcu_oversubscribed(const tcu_ctx_t *c)
+{
+    return yield_after_ns(c) == 0;
+}
+
 /* The caller's wait, in three phases. It polls flat out for TCU_YIELD_AFTER_NS (not at all when oversubscribed): a
  * running peer answers within microseconds, and a peer that is not running gets its turn from the scheduler anyway.
  * Then it keeps polling but yields the CPU at every clock check, so that a rank sharing this core gets to run while

@@ -14,6 +14,7 @@ extern const tcu_algo_t tcu_allreduce_recursive_doubling;
 extern const tcu_algo_t tcu_allreduce_rabenseifner;
 extern const tcu_algo_t tcu_reduce_rabenseifner;
 extern const tcu_algo_t tcu_allgather_ring;       /* all_gather and all_gather_v */
+extern const tcu_algo_t tcu_allgather_linear;     /* all_gather and all_gather_v */
 extern const tcu_algo_t tcu_allgather_bruck;      /* all_gather and all_gather_v */
 extern const tcu_algo_t tcu_allgather_recursive_doubling; /* all_gather(_v); bruck unless a power of two */
 extern const tcu_algo_t tcu_reduce_scatter_ring;  /* reduce_scatter and reduce_scatter_v */
@@ -58,11 +59,17 @@ static const tcu_choice_t choices[TCOMMS_COLL_TYPE_COUNT] = {
     [TCOMMS_COLL_REDUCE] = {"TCOMMS_UCX_REDUCE_ALGO", ALGOS(&tcu_reduce_binomial, &tcu_reduce_rabenseifner),
                             RULES({&tcu_reduce_binomial, 0, 1u << 20}, ANY(tcu_reduce_rabenseifner))},
     [TCOMMS_COLL_ALL_GATHER] = {"TCOMMS_UCX_ALLGATHER_ALGO",
-                                ALGOS(&tcu_allgather_ring, &tcu_allgather_recursive_doubling, &tcu_allgather_bruck),
-                                RULES({&tcu_allgather_recursive_doubling, 5, 1024}, ANY(tcu_allgather_ring))},
+                                ALGOS(&tcu_allgather_ring, &tcu_allgather_linear, &tcu_allgather_recursive_doubling,
+                                      &tcu_allgather_bruck),
+                                RULES({&tcu_allgather_recursive_doubling, 5, 1024}, {&tcu_allgather_ring, 5, 0},
+                                      {&tcu_allgather_linear, 0, 16384}, {&tcu_allgather_ring, 0, 131072},
+                                      ANY(tcu_allgather_linear))},
     [TCOMMS_COLL_ALL_GATHER_V] = {"TCOMMS_UCX_ALLGATHERV_ALGO",
-                                  ALGOS(&tcu_allgather_ring, &tcu_allgather_recursive_doubling, &tcu_allgather_bruck),
-                                  RULES({&tcu_allgather_recursive_doubling, 5, 1024}, ANY(tcu_allgather_ring))},
+                                  ALGOS(&tcu_allgather_ring, &tcu_allgather_linear, &tcu_allgather_recursive_doubling,
+                                        &tcu_allgather_bruck),
+                                  RULES({&tcu_allgather_recursive_doubling, 5, 1024}, {&tcu_allgather_ring, 5, 0},
+                                        {&tcu_allgather_linear, 0, 16384}, {&tcu_allgather_ring, 0, 131072},
+                                        ANY(tcu_allgather_linear))},
     [TCOMMS_COLL_REDUCE_SCATTER] = {"TCOMMS_UCX_REDUCESCATTER_ALGO",
                                     ALGOS(&tcu_reduce_scatter_ring, &tcu_reduce_scatter_recursive_halving),
                                     RULES({&tcu_reduce_scatter_recursive_halving, 3, 4096},
@@ -70,9 +77,11 @@ static const tcu_choice_t choices[TCOMMS_COLL_TYPE_COUNT] = {
     [TCOMMS_COLL_REDUCE_SCATTER_V] = {"TCOMMS_UCX_REDUCESCATTERV_ALGO", ALGOS(&tcu_reduce_scatter_ring),
                                       RULES(ANY(tcu_reduce_scatter_ring))},
     [TCOMMS_COLL_ALL_TO_ALL] = {"TCOMMS_UCX_ALLTOALL_ALGO", ALGOS(&tcu_alltoall_pairwise, &tcu_alltoall_linear),
-                                RULES({&tcu_alltoall_linear, 0, 32768}, ANY(tcu_alltoall_pairwise))},
+                                RULES({&tcu_alltoall_linear, 0, 32768}, {&tcu_alltoall_pairwise, 5, 0},
+                                      ANY(tcu_alltoall_linear))},
     [TCOMMS_COLL_ALL_TO_ALL_V] = {"TCOMMS_UCX_ALLTOALLV_ALGO", ALGOS(&tcu_alltoall_pairwise, &tcu_alltoall_linear),
-                                  RULES({&tcu_alltoall_linear, 0, 32768}, ANY(tcu_alltoall_pairwise))},
+                                  RULES({&tcu_alltoall_linear, 0, 32768}, {&tcu_alltoall_pairwise, 5, 0},
+                                        ANY(tcu_alltoall_linear))},
     [TCOMMS_COLL_GATHER] = {"TCOMMS_UCX_GATHER_ALGO", ALGOS(&tcu_gather_linear, &tcu_gather_binomial),
                             RULES({&tcu_gather_binomial, 5, 1024}, ANY(tcu_gather_linear))},
     [TCOMMS_COLL_SCATTER] = {"TCOMMS_UCX_SCATTER_ALGO", ALGOS(&tcu_scatter_linear, &tcu_scatter_binomial),

@@ -171,6 +171,8 @@ void tcu_check_deadlines(tcu_ctx_t *ctx, uint64_t now);
 tcomms_status_t tcu_thread_start(tcu_ctx_t *ctx);
 /* A communicator of `local_size` ranks on this host was created: decide whether waiting callers yield at once. */
 void tcu_ctx_note_local_size(tcu_ctx_t *ctx, int local_size);
+/* Whether that decided the host is oversubscribed (more ranks on it than this process has CPUs). */
+int tcu_oversubscribed(const tcu_ctx_t *ctx);
 void tcu_thread_stop(tcu_ctx_t *ctx);
 /* Interrupt the progress thread's sleep (its wake fd). */
 void tcu_thread_wake(tcu_ctx_t *ctx);
