@@ -32,10 +32,12 @@ cmp_backend_path() {
     export TCOMMS_BACKEND_PATH
 }
 
-# $work: --keep DIR ($keep), else a temporary directory removed at exit.
+# $work: --keep DIR ($keep), else a temporary directory removed at exit. An earlier run's files in DIR are removed
+# first: the medians read every SIDE.COLL.ROUND file there, so a second run into one folder mixed in the first's.
 cmp_workdir() {
     if [ -n "$keep" ]; then
         mkdir -p "$keep" && work=$(cd "$keep" && pwd)
+        rm -rf "$work"/*.*.[0-9]*.txt "$work"/*.*.[0-9]*.err "$work"/median-*.json "$work"/medians
     else
         work=$(mktemp -d "${TMPDIR:-/tmp}/$cmp_prog.XXXXXX")
         trap 'rm -rf "$work"' EXIT

@@ -38,6 +38,8 @@ static tcomms_status_t comm_new(const tcomms_backend_comm_args_t *args, int devi
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->plock, NULL);
     tcomms_status_t st = tcn_config_build(args->hints, c->name, &c->cfg);
+    if (st == TCOMMS_SUCCESS)
+        st = tcn_win_settings(c, args->size);
     if (st != TCOMMS_SUCCESS) {
         pthread_mutex_destroy(&c->lock);
         pthread_mutex_destroy(&c->plock);
@@ -111,9 +113,11 @@ static tcomms_status_t exchange_id(tcn_comm_t *c, const tcomms_backend_comm_args
 /* Free a communicator NCCL created but that will not be used (failed init or barrier). */
 static void abandon(tcn_comm_t *c)
 {
+    if (c->wnccl)
+        ncclCommAbort(c->wnccl);
     if (c->nccl)
         ncclCommAbort(c->nccl);
-    c->nccl = NULL;
+    c->nccl = c->wnccl = NULL;
 }
 
 /* The result of a creation call: settle a non-blocking one, abort what exists on failure. */
@@ -205,8 +209,8 @@ static tcomms_status_t split_vote(tcn_comm_t *p, const tcomms_backend_comm_args_
  * each of them fails in turn instead of waiting; the parent's later calls return TCOMMS_ERR_ABORTED.
  * NCCL (2.28 at least) points the parent at the child's abort flag while the split runs, and a failed split leaves
  * that pointer set: so the parent is aborted while the child still exists (init_split aborts the child after), and
- * never after a split that failed before returning a child, whose flag NCCL has freed already (see split_refused). */
-static tcomms_status_t split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResult_t r, const char *call)
+ * never after a split that failed before returning a child, whose flag NCCL has freed already (tcn_split_refused). */
+tcomms_status_t tcn_split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResult_t r, const char *call)
 {
     tcn_comm_fail(p, st, NULL, 0, "%s failed on this rank (%s)", call,
                   r == ncclInProgress ? "not done by the timeout" : ncclGetErrorString(r));
@@ -215,10 +219,10 @@ static tcomms_status_t split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResul
 
 /* ncclCommSplit failed before making a child (a config it refused, no memory): NCCL freed the child's abort flag,
  * which the parent still points to, so ncclCommAbort on the parent writes freed memory (heap corruption, seen with
- * NCCL 2.28.3). The parent's NCCL communicator is given up here, under p->lock, and left allocated: split_failed
+ * NCCL 2.28.3). The parent's NCCL communicator is given up here, under p->lock, and left allocated: the caller
  * then fails the tcomms communicator without ending it. config.c refuses beforehand what NCCL's config check
  * refuses, so only NCCL's own failures come here. */
-static void split_refused(tcn_comm_t *p, const char *call)
+void tcn_split_refused(tcn_comm_t *p, const char *call)
 {
     tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: %s failed before making the child; NCCL left the parent "
                   "unsafe to end, so its NCCL communicator is left allocated", p->name, p->rank, call);
@@ -228,7 +232,7 @@ static void split_refused(tcn_comm_t *p, const char *call)
 /* A non-blocking ncclCommSplit returns (ncclSuccess or ncclInProgress) before the child exists: NCCL's init job
  * stores it into *child when it ends, failed or not. Wait for it up to the deadline, then for the child's state and,
  * when the parent is non-blocking too, for the parent's (busy until the job is collected). */
-static ncclResult_t settle_child(ncclComm_t *child, const tcn_comm_t *p, uint64_t deadline)
+ncclResult_t tcn_settle_child(ncclComm_t *child, const tcn_comm_t *p, uint64_t deadline)
 {
     for (unsigned round = 0;; round++) {
         ncclComm_t made = __atomic_load_n(child, __ATOMIC_ACQUIRE);
@@ -281,18 +285,18 @@ static tcomms_status_t init_split(tcn_comm_t *c, tcn_comm_t *p, const tcomms_bac
     }
     ncclResult_t r = derive_call(c, p, args, shrink);
     if (r != ncclSuccess && r != ncclInProgress && c->nccl == NULL)
-        split_refused(p, call);
+        tcn_split_refused(p, call);
     if (r == ncclInProgress || (r == ncclSuccess && c->nccl == NULL))
-        r = settle_child(&c->nccl, p, deadline);
+        r = tcn_settle_child(&c->nccl, p, deadline);
     pthread_mutex_unlock(&p->lock);
     if (r == ncclSuccess)
         return TCOMMS_SUCCESS;
     tcomms_status_t st = tcn_nccl_error(c, r, call);
-    split_failed(p, st, r, call); /* first: the child's abort flag must outlive the parent's abort */
+    tcn_split_failed(p, st, r, call); /* first: the child's abort flag must outlive the parent's abort */
     if (r == ncclInProgress) {
         /* Aborting the parent ends the child's init job, which then stores the child: abort that too. */
         uint64_t grace = tc_now_ns() + (uint64_t)args->timeout_ms * 1000000ull;
-        if (settle_child(&c->nccl, p, grace) == ncclInProgress && c->nccl == NULL)
+        if (tcn_settle_child(&c->nccl, p, grace) == ncclInProgress && c->nccl == NULL)
             c->orphan = 1;
     }
     abandon(c);
@@ -456,7 +460,7 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
     }
     ncclComm_t none = NULL;
     ncclResult_t r = ncclCommSplit(p->nccl, NCCL_SPLIT_NOCOLOR, p->rank, &none, &cfg.nc);
-    if (r == ncclInProgress || (r == ncclSuccess && p->nonblocking)) /* the job may still run: see settle_child */
+    if (r == ncclInProgress || (r == ncclSuccess && p->nonblocking)) /* the job may still run: see tcn_settle_child */
         r = tcn_settle(p->nccl, ncclInProgress, deadline);
     if (r != ncclSuccess)
         st = tcn_nccl_error(p, r, "ncclCommSplit (NCCL_SPLIT_NOCOLOR)");
@@ -464,7 +468,7 @@ tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm
         ncclCommDestroy(none); /* NCCL gives none to a NOCOLOR rank; never leak one if it did */
     pthread_mutex_unlock(&p->lock);
     tcn_device_leave(prev);
-    return r == ncclSuccess ? st : split_failed(p, st, r, "ncclCommSplit (NCCL_SPLIT_NOCOLOR)");
+    return r == ncclSuccess ? st : tcn_split_failed(p, st, r, "ncclCommSplit (NCCL_SPLIT_NOCOLOR)");
 #else
     (void)parent;
     return tcn_core->error(TCOMMS_ERR_NOT_SUPPORTED, "nccl '%s': split needs ncclCommSplit (NCCL 2.18)",
@@ -499,8 +503,10 @@ tcomms_status_t tcn_comm_destroy(void *bcomm)
     tcn_watch_remove(c);
     pthread_mutex_lock(&c->lock);
     if (c->nccl && c->nonblocking) {
-        ncclResult_t r = ncclCommFinalize(c->nccl);
-        r = tcn_settle(c->nccl, r, tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
+        uint64_t deadline = tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+        ncclResult_t r = c->wnccl ? tcn_settle(c->wnccl, ncclCommFinalize(c->wnccl), deadline) : ncclSuccess;
+        if (r == ncclSuccess)
+            r = tcn_settle(c->nccl, ncclCommFinalize(c->nccl), deadline);
         if (r != ncclSuccess) {
             tcn_core->log(TCOMMS_LOG_WARN, "nccl", "'%s' rank %d: ncclCommFinalize: %s; aborting instead", c->name,
                           c->rank, ncclGetErrorString(r));
@@ -511,12 +517,12 @@ tcomms_status_t tcn_comm_destroy(void *bcomm)
         tcn_scratch_free(c); /* deregisters: before the NCCL communicator goes */
     /* An aborted communicator's abort gets 5 s more; a destroy waiting on a lost peer gets the timeout, once. */
     c->end_wait_ms = 5000;
-    if (c->nccl && !tcn_end_nccl(c, 1, (long)c->timeout_ms)) {
+    if ((c->nccl || c->wnccl) && !tcn_end_nccl(c, 1, (long)c->timeout_ms)) {
         tcn_core->log(TCOMMS_LOG_ERROR, "nccl", "'%s' rank %d: ncclCommDestroy did not return within %u ms (a peer "
                       "lost?); it is left running", c->name, c->rank, c->timeout_ms);
         c->end_wait_ms = 0;
     }
-    c->nccl = NULL;
+    c->nccl = c->wnccl = NULL;
     pthread_mutex_unlock(&c->lock);
     release_resources(c);
     tcn_device_leave(prev);

@@ -234,6 +234,21 @@ tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_n
     return TCOMMS_SUCCESS;
 }
 
+void tcn_config_windows(const tcn_config_t *cfg, int ctas, ncclConfig_t *out)
+{
+    *out = cfg->nc; /* its strings stay in cfg */
+#if TCN_HAS_SPLIT
+    out->splitShare = 0; /* connections of its own, made only if a ring or tree ever runs there */
+#endif
+    const unsigned given = (1u << F_MIN_CTAS) | (1u << F_MAX_CTAS);
+    if (cfg->given & given)
+        return; /* the user's CTA bounds hold on both communicators */
+    const char *env = getenv(defs[F_MAX_CTAS].env);
+    int max = atoi(env && *env ? env : defs[F_MAX_CTAS].dflt);
+    out->maxCTAs = max > 0 ? max : atoi(defs[F_MAX_CTAS].dflt);
+    out->minCTAs = ctas < out->maxCTAs ? ctas : out->maxCTAs;
+}
+
 /* NCCL lets NCCL_COMM_BLOCKING (0 or 1) override the config's value. */
 int tcn_config_nonblocking(const tcn_config_t *cfg)
 {

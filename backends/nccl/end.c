@@ -10,7 +10,7 @@
 #include "tcn.h"
 
 struct tcn_ender {
-    ncclComm_t nccl;
+    ncclComm_t nccl, wnccl; /* wnccl: the window communicator, or NULL; ended first */
     int device, destroy, done, refs; /* refs: the thread's and the communicator's */
     pthread_mutex_t m;
     pthread_cond_t cv;
@@ -28,14 +28,21 @@ static void drop(struct tcn_ender *e)
     }
 }
 
+static void end_both(ncclComm_t nccl, ncclComm_t wnccl, int destroy)
+{
+    ncclComm_t comms[2] = {wnccl, nccl};
+    for (int i = 0; i < 2; i++)
+        if (comms[i] != NULL && destroy)
+            ncclCommDestroy(comms[i]);
+        else if (comms[i] != NULL)
+            ncclCommAbort(comms[i]);
+}
+
 static void *end_main(void *arg)
 {
     struct tcn_ender *e = arg;
     cudaSetDevice(e->device);
-    if (e->destroy)
-        ncclCommDestroy(e->nccl);
-    else
-        ncclCommAbort(e->nccl);
+    end_both(e->nccl, e->wnccl, e->destroy);
     pthread_mutex_lock(&e->m);
     e->done = 1;
     pthread_cond_broadcast(&e->cv);
@@ -63,6 +70,7 @@ int tcn_end_nccl(tcn_comm_t *c, int destroy, long wait_ms)
     int made = e != NULL && pthread_attr_init(&attr) == 0;
     if (made) {
         e->nccl = c->nccl;
+        e->wnccl = c->wnccl;
         e->device = c->device;
         e->destroy = destroy;
         e->refs = 2;
@@ -78,10 +86,7 @@ int tcn_end_nccl(tcn_comm_t *c, int destroy, long wait_ms)
     }
     if (!made) { /* no thread to spare: end it here, unbounded */
         free(e);
-        if (destroy)
-            ncclCommDestroy(c->nccl);
-        else
-            ncclCommAbort(c->nccl);
+        end_both(c->nccl, c->wnccl, destroy);
         return 1;
     }
     if (c->ender != NULL) /* an earlier end of the same communicator is given up on */

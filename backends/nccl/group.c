@@ -44,7 +44,7 @@ static ncclResult_t settle_group(void)
         tcn_comm_t *c = op->comm;
         if (!c->nonblocking || c->nccl == NULL)
             continue;
-        ncclResult_t q = tcn_settle(c->nccl, ncclInProgress, tc_now_ns() + (uint64_t)op->timeout_ms * 1000000ull);
+        ncclResult_t q = tcn_settle_comm(c, tc_now_ns() + (uint64_t)op->timeout_ms * 1000000ull);
         if (q != ncclSuccess && r == ncclSuccess)
             r = q;
     }

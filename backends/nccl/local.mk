@@ -8,7 +8,7 @@ backends_nccl_tcomms_nccl_la_SOURCES = \
 	backends/nccl/tcn.h backends/nccl/module.c backends/nccl/util.c backends/nccl/config.c backends/nccl/comm.c \
 	backends/nccl/ops.c backends/nccl/scratch.c backends/nccl/work.c backends/nccl/group.c \
 	backends/nccl/watchdog.c backends/nccl/end.c backends/nccl/mem.c backends/nccl/small_args.h \
-	backends/nccl/small.c
+	backends/nccl/small.c backends/nccl/window.c
 backends_nccl_tcomms_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 backends_nccl_tcomms_nccl_la_CFLAGS = $(MODULE_CFLAGS)
 backends_nccl_tcomms_nccl_la_LDFLAGS = $(MODULE_LDFLAGS)

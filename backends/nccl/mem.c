@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory for NCCL: allocation with ncclMemAlloc (cudaMalloc before NCCL 2.19), buffer registration with
- * ncclCommRegister, and symmetric windows with ncclCommWindowRegister (NCCL 2.27). Every call runs on the
- * communicator's device, whichever thread makes it. */
+ * ncclCommRegister, and symmetric windows with ncclCommWindowRegister (NCCL 2.27), on the window communicator
+ * (window.c) where there is one. Every call runs on the communicator's device, whichever thread makes it. */
 #include <stdlib.h>
 
 #include "tcn.h"
@@ -11,20 +11,32 @@ enum { REG_NONE, REG_BUFFER, REG_WINDOW };
 typedef struct tcn_reg {
     int kind;
     void *handle;       /* ncclCommRegister's handle, or the ncclWindow_t */
+    ncclComm_t on;      /* the NCCL communicator it is registered on */
     const char *buf;    /* the registered range, for tcn_mem_registered */
     size_t bytes;
     struct tcn_reg *next, **pprev; /* c->regs */
 } reg_t;
 
-int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes)
+/* Does [buf, buf + bytes) lie in one registration of a kind in `kinds` (a bit per kind)? */
+static int lies_in(const tcn_comm_t *c, const void *buf, size_t bytes, unsigned kinds)
 {
     uintptr_t p = (uintptr_t)buf;
     for (const reg_t *r = c->regs; r; r = r->next) {
         uintptr_t b = (uintptr_t)r->buf;
-        if (r->kind != REG_NONE && p >= b && p - b <= r->bytes && bytes <= r->bytes - (p - b))
+        if ((kinds >> r->kind & 1u) && p >= b && p - b <= r->bytes && bytes <= r->bytes - (p - b))
             return 1;
     }
     return 0;
+}
+
+int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes)
+{
+    return lies_in(c, buf, bytes, 1u << REG_BUFFER | 1u << REG_WINDOW);
+}
+
+int tcn_mem_in_window(const tcn_comm_t *c, const void *buf, size_t bytes)
+{
+    return lies_in(c, buf, bytes, 1u << REG_WINDOW);
 }
 
 tcomms_status_t tcn_mem_alloc(void *bcomm, size_t bytes, void **ptr)
@@ -75,11 +87,13 @@ static tcomms_status_t reg_call(tcn_comm_t *c, int kind, void *buf, size_t bytes
     const char *call = "";
     if (c->nccl == NULL || tcn_comm_broken(c))
         return tcn_comm_aborted(c, "mem_register");
+    r->on = c->nccl;
 #if TCN_HAS_WINDOW
     if (kind == REG_WINDOW) {
         ncclWindow_t win = NULL;
         call = "ncclCommWindowRegister";
-        res = ncclCommWindowRegister(c->nccl, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+        r->on = c->wnccl != NULL ? c->wnccl : c->nccl;
+        res = ncclCommWindowRegister(r->on, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
         r->handle = win;
     }
 #endif
@@ -94,7 +108,7 @@ static tcomms_status_t reg_call(tcn_comm_t *c, int kind, void *buf, size_t bytes
     (void)bytes;
     (void)r;
     if (res == ncclInProgress)
-        res = tcn_settle(c->nccl, res, tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
+        res = tcn_settle(r->on, res, tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
     return res == ncclSuccess ? TCOMMS_SUCCESS : tcn_nccl_error(c, res, call);
 }
 
@@ -113,8 +127,10 @@ tcomms_status_t tcn_mem_register(void *bcomm, void *buf, size_t bytes, unsigned 
     tcomms_status_t st = TCOMMS_SUCCESS;
     if (kind != REG_NONE) { /* before NCCL 2.19 there is nothing to register: a no-op handle */
         int prev = tcn_device_enter(c);
+        st = kind == REG_WINDOW ? tcn_win_open(c) : TCOMMS_SUCCESS;
         pthread_mutex_lock(&c->lock);
-        st = reg_call(c, kind, buf, bytes, r);
+        if (st == TCOMMS_SUCCESS)
+            st = reg_call(c, kind, buf, bytes, r);
         if (st == TCOMMS_SUCCESS) {
             r->buf = buf;
             r->bytes = bytes;
@@ -153,21 +169,21 @@ tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle)
             atomic_fetch_sub(&c->nwindows, 1);
     }
     /* after an abort NCCL has released the registration with the communicator: only the handle is left */
-    if (c->nccl != NULL) {
+    if (r->on != NULL && (r->on == c->nccl || r->on == c->wnccl)) {
 #if TCN_HAS_WINDOW
         if (r->kind == REG_WINDOW) {
             call = "ncclCommWindowDeregister";
-            res = ncclCommWindowDeregister(c->nccl, (ncclWindow_t)r->handle);
+            res = ncclCommWindowDeregister(r->on, (ncclWindow_t)r->handle);
         }
 #endif
 #if TCN_HAS_MEM
         if (r->kind == REG_BUFFER) {
             call = "ncclCommDeregister";
-            res = ncclCommDeregister(c->nccl, r->handle);
+            res = ncclCommDeregister(r->on, r->handle);
         }
 #endif
         if (res == ncclInProgress)
-            res = tcn_settle(c->nccl, res, tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
+            res = tcn_settle(r->on, res, tc_now_ns() + (uint64_t)c->timeout_ms * 1000000ull);
     }
     tcomms_status_t st = res == ncclSuccess ? TCOMMS_SUCCESS : tcn_nccl_error(c, res, call);
     pthread_mutex_unlock(&c->lock);

@@ -24,9 +24,11 @@ static const ncclRedOp_t nccl_op[TCOMMS_OP_COUNT] = {
     [TCOMMS_AVG] = ncclAvg,
 };
 
-/* What one launch needs: the communicator, the stream, element size and NCCL type. */
+/* What one launch needs: the communicator and the NCCL communicator it runs on, the stream, element size and NCCL
+ * type. */
 typedef struct launch {
     tcn_comm_t *c;
+    ncclComm_t nc;
     const tcomms_coll_args_t *a;
     cudaStream_t s;
     ncclDataType_t dt;
@@ -65,14 +67,14 @@ static tcomms_status_t copy(const launch_t *L, void *dst, const void *src, size_
 static tcomms_status_t p2p_send(const launch_t *L, const void *buf, size_t n, int peer)
 {
     if (n)
-        NCCL_TRY(L, ncclSend(buf, n, L->dt, peer, L->c->nccl, L->s), "ncclSend");
+        NCCL_TRY(L, ncclSend(buf, n, L->dt, peer, L->nc, L->s), "ncclSend");
     return TCOMMS_SUCCESS;
 }
 
 static tcomms_status_t p2p_recv(const launch_t *L, void *buf, size_t n, int peer)
 {
     if (n)
-        NCCL_TRY(L, ncclRecv(buf, n, L->dt, peer, L->c->nccl, L->s), "ncclRecv");
+        NCCL_TRY(L, ncclRecv(buf, n, L->dt, peer, L->nc, L->s), "ncclRecv");
     return TCOMMS_SUCCESS;
 }
 
@@ -103,7 +105,7 @@ static tcomms_status_t reduce_scatter_v(const launch_t *L)
     if (equal) {
         if (a->recvcounts[0])
             NCCL_TRY(L, ncclReduceScatter(a->sendbuf, a->recvbuf, a->recvcounts[0], L->dt, nccl_op[a->op],
-                                          L->c->nccl, L->s), "ncclReduceScatter");
+                                          L->nc, L->s), "ncclReduceScatter");
         return TCOMMS_SUCCESS;
     }
     for (int r = 0; r < n; r++) {
@@ -112,7 +114,7 @@ static tcomms_status_t reduce_scatter_v(const launch_t *L)
         const void *src = at(a->sendbuf, a->rdispls[r], L->es);
         /* NCCL writes recvbuff on the root only; elsewhere any valid pointer does */
         void *dst = r == me ? a->recvbuf : (void *)src;
-        NCCL_TRY(L, ncclReduce(src, dst, a->recvcounts[r], L->dt, nccl_op[a->op], r, L->c->nccl, L->s),
+        NCCL_TRY(L, ncclReduce(src, dst, a->recvcounts[r], L->dt, nccl_op[a->op], r, L->nc, L->s),
                  "ncclReduce");
     }
     return TCOMMS_SUCCESS;
@@ -211,11 +213,11 @@ static tcomms_status_t native_28(const launch_t *L, void **scratch)
     if (a->count == 0)
         return TCOMMS_SUCCESS;
     if (a->type == TCOMMS_COLL_GATHER) {
-        NCCL_TRY(L, ncclGather(s, r, a->count, L->dt, a->peer, L->c->nccl, L->s), "ncclGather");
+        NCCL_TRY(L, ncclGather(s, r, a->count, L->dt, a->peer, L->nc, L->s), "ncclGather");
         return TCOMMS_SUCCESS;
     }
     if (a->type == TCOMMS_COLL_SCATTER) {
-        NCCL_TRY(L, ncclScatter(s, r, a->count, L->dt, a->peer, L->c->nccl, L->s), "ncclScatter");
+        NCCL_TRY(L, ncclScatter(s, r, a->count, L->dt, a->peer, L->nc, L->s), "ncclScatter");
         return TCOMMS_SUCCESS;
     }
     if (a->in_place && L->c->size > 1) {
@@ -223,7 +225,7 @@ static tcomms_status_t native_28(const launch_t *L, void **scratch)
         if (st != TCOMMS_SUCCESS)
             return st;
     }
-    ncclResult_t res = ncclAlltoAll(s, r, a->count, L->dt, L->c->nccl, L->s);
+    ncclResult_t res = ncclAlltoAll(s, r, a->count, L->dt, L->nc, L->s);
     tcomms_status_t st = res == ncclSuccess || res == ncclInProgress ? TCOMMS_SUCCESS
                                                                       : tcn_nccl_error(L->c, res, "ncclAlltoAll");
     return unstage(L, *scratch, st);
@@ -251,8 +253,8 @@ static tcomms_status_t grouped(const launch_t *L, void **scratch)
 tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStream_t stream, int captured,
                            void **scratch)
 {
-    launch_t L = {c, a, stream, nccl_dtype[a->dtype], tcn_core->dtype_size(a->dtype), captured};
-    ncclComm_t nc = c->nccl;
+    launch_t L = {c, tcn_route(c, a), a, stream, nccl_dtype[a->dtype], tcn_core->dtype_size(a->dtype), captured};
+    ncclComm_t nc = L.nc;
     size_t n = a->count;
     switch (a->type) {
     case TCOMMS_COLL_ALL_REDUCE:
@@ -389,7 +391,7 @@ tcomms_status_t tcn_post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
         st = tcn_launch(c, a, op->run, captured, &op->scratch);
     if (st == TCOMMS_SUCCESS && c->nonblocking && !tcn_group_open()) {
         /* a non-blocking communicator may still be launching: NCCL wants it settled before its next call */
-        ncclResult_t r = tcn_settle(c->nccl, ncclInProgress, tc_now_ns() + (uint64_t)a->timeout_ms * 1000000ull);
+        ncclResult_t r = tcn_settle_comm(c, tc_now_ns() + (uint64_t)a->timeout_ms * 1000000ull);
         if (r != ncclSuccess)
             st = tcn_nccl_error(c, r, tcn_coll_name(a->type));
     }

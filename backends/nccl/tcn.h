@@ -55,6 +55,9 @@ typedef struct tcn_config {
 tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_name, tcn_config_t *cfg);
 /* Does this configuration make NCCL calls non-blocking (they may return ncclInProgress)? */
 int tcn_config_nonblocking(const tcn_config_t *cfg);
+/* The window communicator's ncclConfig_t (window.c): the communicator's own, with resources of its own and, unless
+ * the hints bound the CTAs, at least `ctas` CTAs (NCCL's maxCTAs default above). */
+void tcn_config_windows(const tcn_config_t *cfg, int ctas, ncclConfig_t *out);
 
 /* ---- operations (work.c) -------------------------------------------------------------------------------------- */
 
@@ -140,6 +143,9 @@ struct tcn_comm {
     unsigned splits;            /* splits of this communicator so far, members' and non-members' alike */
     int rank, size, device;
     ncclComm_t nccl;            /* NULL once aborted or destroyed */
+    ncclComm_t wnccl;           /* where its symmetric windows live (window.c): NULL until the first, and once ended */
+    int win_ctas;               /* the window communicator's CTA floor; 0: windows on `nccl`, as NCCL has them */
+    size_t win_ar_max;          /* all_reduce between windows above this many bytes runs on `nccl` */
     int nonblocking;            /* NCCL calls on it may return ncclInProgress */
     int orphan;                 /* a split's init job NCCL never ended may still store into `nccl`: never freed */
     cudaStream_t stream;        /* internal stream for operations that return a handle */
@@ -170,6 +176,16 @@ tcomms_status_t tcn_comm_create(const tcomms_backend_comm_args_t *args, void **b
 tcomms_status_t tcn_comm_split_nonmember(void *parent, const tcomms_backend_comm_args_t *args);
 tcomms_status_t tcn_comm_shrink(void *parent, const tcomms_backend_comm_args_t *args, void **bcomm);
 tcomms_status_t tcn_comm_destroy(void *bcomm);
+#if TCN_HAS_SPLIT
+/* After a failed split of `p`'s NCCL communicator (before its child is aborted): fail `p`, so peers waiting in
+ * their split end too. Returns `st`. c->lock not held. */
+tcomms_status_t tcn_split_failed(tcn_comm_t *p, tcomms_status_t st, ncclResult_t r, const char *call);
+/* A split that failed before making its child leaves `p`'s NCCL communicator unsafe to end: give it up (p->lock
+ * held). */
+void tcn_split_refused(tcn_comm_t *p, const char *call);
+/* Wait up to `deadline` for a non-blocking split's child to be stored into *child and settle. */
+ncclResult_t tcn_settle_child(ncclComm_t *child, const tcn_comm_t *p, uint64_t deadline);
+#endif
 /* The applied value of a hint (config.c). */
 tcomms_status_t tcn_comm_setting(void *bcomm, const char *key, tcomms_setting_t *out);
 /* TCOMMS_ERR_ABORTED naming the failure that aborted `c`, for calls made after it. */
@@ -221,14 +237,30 @@ tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle);
 /* Does [buf, buf + bytes) lie in one buffer registered on `c` (c->lock held)? */
 int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes);
 
+/* ---- symmetric windows on a communicator of their own (window.c) ---------------------------------------------- */
+
+/* Read TCOMMS_NCCL_WINDOW_CTAS and TCOMMS_NCCL_WINDOW_ALL_REDUCE_MAX for a communicator of `size` ranks (at
+ * creation, before any NCCL call, so a bad value fails every rank alike). */
+tcomms_status_t tcn_win_settings(tcn_comm_t *c, int size);
+/* Split the window communicator off `nccl` unless it exists or windows stay on `nccl`. Collective, as the window
+ * registration that calls it; c->lock not held. A failed split fails `c`. */
+tcomms_status_t tcn_win_open(tcn_comm_t *c);
+/* The NCCL communicator `a` runs on (c->lock held): the window communicator when every buffer it names lies in a
+ * window and NCCL can run it between windows, the plain one otherwise. */
+ncclComm_t tcn_route(const tcn_comm_t *c, const tcomms_coll_args_t *a);
+/* Does [buf, buf + bytes) lie in one symmetric window registered on `c` (c->lock held)? (mem.c) */
+int tcn_mem_in_window(const tcn_comm_t *c, const void *buf, size_t bytes);
+/* tcn_settle on both NCCL communicators of a non-blocking `c` (c->lock held). */
+ncclResult_t tcn_settle_comm(tcn_comm_t *c, uint64_t deadline_ns);
+
 /* ---- the watchdog (watchdog.c) -------------------------------------------------------------------------------- */
 
 /* Follow / stop following `c`. The thread starts with the first communicator, checking every `ms` (from
  * TCOMMS_NCCL_WATCHDOG_MS), and ends with the last. */
 tcomms_status_t tcn_watch_add(tcn_comm_t *c, long ms);
 void tcn_watch_remove(tcn_comm_t *c);
-/* end.c: ncclCommAbort (destroy 0) or ncclCommDestroy (1) of c->nccl on a thread of its own; 1 when it returned
- * within `wait_ms`. tcn_end_done at destroy: 1 when no end was started or it has returned, waiting up to
+/* end.c: ncclCommAbort (destroy 0) or ncclCommDestroy (1) of c->wnccl and c->nccl on a thread of its own; 1 when
+ * it returned within `wait_ms`; the caller then clears both. tcn_end_done at destroy: 1 when no end was started or it has returned, waiting up to
  * `wait_ms`; 0 when it is stuck (c's device memory must then stay allocated). */
 int tcn_end_nccl(tcn_comm_t *c, int destroy, long wait_ms);
 int tcn_end_done(tcn_comm_t *c, long wait_ms);

@@ -67,8 +67,8 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_
                   c->rank, why);
     mark_pending(c, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st, culprit, culprit_gen, why);
     tcn_small_abort(c); /* only now: a kernel that gives up completes its event, which must not read as success */
-    int ended = c->nccl == NULL || tcn_end_nccl(c, 0, 1000);
-    c->nccl = NULL;
+    int ended = (c->nccl == NULL && c->wnccl == NULL) || tcn_end_nccl(c, 0, 1000);
+    c->nccl = c->wnccl = NULL;
     tcn_device_leave(prev);
     if (locked)
         pthread_mutex_unlock(&c->lock);
@@ -103,6 +103,8 @@ tcomms_status_t tcn_check_async(tcn_comm_t *c)
     ncclResult_t async = ncclSuccess;
     if (c->nccl)
         ncclCommGetAsyncError(c->nccl, &async);
+    if (c->wnccl && (async == ncclSuccess || async == ncclInProgress))
+        ncclCommGetAsyncError(c->wnccl, &async);
     pthread_mutex_unlock(&c->lock);
     if (async == ncclSuccess || async == ncclInProgress)
         return TCOMMS_SUCCESS;

@@ -26,8 +26,8 @@ tests_gpu_test_coll_cuda_LDADD = $(gpu_ldadd)
 # -export-dynamic: nccl_death.c's ncclCommSplit, nccl_shrink.c's ncclCommShrink and nccl_fault.c's ncclAllReduce
 # must be the ones the NCCL module's calls bind to.
 tests_gpu_test_nccl_SOURCES = tests/gpu/test_nccl.c tests/gpu/nccl_cases.c tests/gpu/nccl_streams.c \
-	tests/gpu/nccl_death.c tests/gpu/nccl_fault.c tests/gpu/nccl_ce.c tests/gpu/nccl_small.c tests/gpu/nccl_abort.c \
-	tests/gpu/nccl_flight.c tests/gpu/nccl_shrink.c tests/gpu/nccl_cases.h tests/coll_ref.c tests/coll_ref.h $(gpu_util_sources)
+	tests/gpu/nccl_death.c tests/gpu/nccl_fault.c tests/gpu/nccl_ce.c tests/gpu/nccl_window.c tests/gpu/nccl_small.c \
+	tests/gpu/nccl_abort.c tests/gpu/nccl_flight.c tests/gpu/nccl_shrink.c tests/gpu/nccl_cases.h tests/coll_ref.c tests/coll_ref.h $(gpu_util_sources)
 tests_gpu_test_nccl_CPPFLAGS = $(gpu_cppflags)
 tests_gpu_test_nccl_CFLAGS = $(test_cflags)
 tests_gpu_test_nccl_LDFLAGS = -no-install -export-dynamic

@@ -2,8 +2,9 @@
 /* The rank functions of test_nccl (one per Check test, run in every forked rank) and the helpers they share.
  * nccl_cases.c: init, split, binding, mixed, the call check, groups, registration; nccl_streams.c: streams, graphs,
  * timeouts (on SM kernels and on the copy engines); nccl_death.c: a rank lost inside ncclCommSplit; nccl_fault.c:
- * launches NCCL refuses; nccl_ce.c: copy-engine collectives between windows; nccl_small.c: the small-message path;
- * nccl_abort.c: tcomms_comm_abort; nccl_flight.c: the flight record; nccl_shrink.c: tcomms_comm_shrink. */
+ * launches NCCL refuses; nccl_ce.c: copy-engine collectives between windows; nccl_window.c: the window
+ * communicator; nccl_small.c: the small-message path; nccl_abort.c: tcomms_comm_abort; nccl_flight.c: the flight
+ * record; nccl_shrink.c: tcomms_comm_shrink. */
 #ifndef TESTS_GPU_NCCL_CASES_H
 #define TESTS_GPU_NCCL_CASES_H
 
@@ -56,6 +57,7 @@ int nt_call_check(int rank, int size, void *arg);
 int nt_group_ring(int rank, int size, void *arg);
 int nt_registration(int rank, int size, void *arg);
 int nt_copy_engine(int rank, int size, void *arg);
+int nt_windows(int rank, int size, void *arg);
 int nt_stream_semantics(int rank, int size, void *arg);
 int nt_graph_capture(int rank, int size, void *arg);
 int nt_peer_timeout(int rank, int size, void *arg);

@@ -3,8 +3,8 @@
  * visible: eager init and binding, split with hints, unbound parents, stream semantics of wait and synchronize,
  * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, the call
  * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, the
- * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, launches NCCL refuses,
- * tcomms_comm_abort (nccl_abort.c), tcomms_comm_shrink (nccl_shrink.c), and the flight record naming a rank that
+ * window communicator (nccl_window.c), the small-message path (one-shot kernels), a rank dying inside
+ * ncclCommSplit, launches NCCL refuses, tcomms_comm_abort (nccl_abort.c), tcomms_comm_shrink (nccl_shrink.c), and the flight record naming a rank that
  * skipped an operation (nccl_flight.c); the last two have cases of their own, "shrink" and "flight"
  * (CK_RUN_CASE=shrink runs those alone). Without 2 GPUs it exits 77 (skip) saying why. */
 #include <check.h>
@@ -154,6 +154,7 @@ NCCL_TEST(call_check)
 NCCL_TEST(group_ring)
 NCCL_TEST(registration)
 NCCL_TEST(copy_engine)
+NCCL_TEST(windows)
 NCCL_TEST(small_path)
 NCCL_TEST(split_stall)
 NCCL_TEST(launch_failure)
@@ -204,6 +205,7 @@ static void add_tests(Suite *s, int nbackends)
     tcase_add_loop_test(tc, test_group_ring, 0, nsizes);
     tcase_add_loop_test(tc, test_registration, 0, nsizes);
     tcase_add_loop_test(tc, test_copy_engine, 0, nsizes);
+    tcase_add_loop_test(tc, test_windows, 0, nsizes);
     tcase_add_loop_test(tc, test_small_path, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_member, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_nonmember, 0, nsizes);
