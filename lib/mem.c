@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory for communication buffers: allocation and registration through the backend serving a device type on a
  * communicator (ncclMemAlloc, ncclCommRegister), with the fallbacks of backend.h where the backend offers none:
- * page-aligned host memory for CPU slots, and a registration that does nothing. */
+ * page-aligned host memory for CPU slots, and a registration that does nothing. A registration holds a reference
+ * on the communicator's backends, as a work handle does, so a communicator destroyed first keeps them until the
+ * deregistration, which then destroys them, instead of leaving the handle pointing at freed memory. */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,7 +14,8 @@ struct tcomms_mem_reg {
     const tcomms_backend_t *be;
     void *bcomm;
     void *handle;
-    int by_backend; /* 0: the core's no-op registration */
+    int by_backend;         /* 0: the core's no-op registration */
+    tc_comm_state_t *state; /* the reference that keeps bcomm */
 };
 
 /* A backend's memory entries are used as pairs, so memory is always released the way it was obtained. */
@@ -103,11 +106,13 @@ tcomms_status_t tcomms_mem_register(tcomms_comm_t *comm, tcomms_device_type_t ty
     tcomms_mem_reg_t *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms_mem_register: out of memory");
-    *r = (tcomms_mem_reg_t){slot->be, slot->bcomm, NULL, by_backend};
+    *r = (tcomms_mem_reg_t){slot->be, slot->bcomm, NULL, by_backend, comm->state};
     if (by_backend && (st = slot->be->mem_register(slot->bcomm, buf, bytes, flags, &r->handle)) != TCOMMS_SUCCESS) {
         free(r);
         return tc_error_prefix(st, "tcomms_mem_register (%zu bytes): ", bytes);
     }
+    if (r->state != NULL)
+        tc_comm_state_ref(r->state);
     *reg = r;
     return TCOMMS_SUCCESS;
 }
@@ -117,6 +122,10 @@ tcomms_status_t tcomms_mem_deregister(tcomms_mem_reg_t *reg)
     if (reg == NULL)
         return TCOMMS_SUCCESS;
     tcomms_status_t st = reg->by_backend ? reg->be->mem_deregister(reg->bcomm, reg->handle) : TCOMMS_SUCCESS;
+    if (st != TCOMMS_SUCCESS)
+        st = tc_error_prefix(st, "tcomms_mem_deregister: ");
+    /* the last reference destroys the backends: their error counts when deregistration had none */
+    tcomms_status_t dst = tc_comm_state_unref(reg->state);
     free(reg);
-    return st == TCOMMS_SUCCESS ? st : tc_error_prefix(st, "tcomms_mem_deregister: ");
+    return st != TCOMMS_SUCCESS ? st : dst;
 }

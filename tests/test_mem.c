@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* tcomms_mem_alloc/free/register/deregister (lib/mem.c): argument checks, the core's fallbacks (page-aligned host
  * memory, a no-op registration, no windows) over the fake CPU module and the bare fake CUDA module, a module's own
- * entries over "fakecuda", and memory from every built CPU backend used for an all_reduce on 2 ranks. */
+ * entries over "fakecuda", a registration outliving its communicator's destroy, and memory from every built CPU
+ * backend used for an all_reduce on 2 ranks. */
 #include <check.h>
 #include <dlfcn.h>
 #include <stdint.h>
@@ -164,6 +165,30 @@ START_TEST(test_module_entries)
 }
 END_TEST
 
+/* A registration keeps the module's communicator alive past tcomms_comm_destroy: the deregistration still reaches
+ * the module with its communicator, and then destroys it. */
+START_TEST(test_outlives_destroy)
+{
+    tcomms_comm_t *comm = fake_comm("cpu:fakeok,cuda:fakecuda", 1);
+    fake_calls_t *fc = calls_of("fakecuda");
+    void *p = NULL;
+    tcomms_mem_reg_t *reg = NULL, *host = NULL;
+    char buf[64];
+    ck_assert_int_eq(tcomms_mem_alloc(comm, TCOMMS_DEVICE_CUDA, 100, &p), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_mem_register(comm, TCOMMS_DEVICE_CUDA, p, 100, TCOMMS_MEM_REG_WINDOW, &reg),
+                     TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_mem_register(comm, TCOMMS_DEVICE_CPU, buf, sizeof(buf), 0, &host), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_mem_free(comm, TCOMMS_DEVICE_CUDA, p), TCOMMS_SUCCESS);
+    ck_assert_int_eq(tcomms_comm_destroy(comm), TCOMMS_SUCCESS);
+    ck_assert_int_eq(fc->destroy, 0);
+    ck_assert_int_eq(tcomms_mem_deregister(reg), TCOMMS_SUCCESS);
+    ck_assert_int_eq(fc->mem_deregister, 1);
+    ck_assert_int_eq(fc->destroy, 0); /* the host registration still holds it */
+    ck_assert_int_eq(tcomms_mem_deregister(host), TCOMMS_SUCCESS);
+    ck_assert_int_eq(fc->destroy, 1);
+}
+END_TEST
+
 /* ---- real CPU backends ----------------------------------------------------------------------------------------- */
 
 /* Each rank allocates both buffers with tcomms_mem_alloc, registers them, and all-reduces rank-dependent values;
@@ -230,6 +255,7 @@ static void add_tests(Suite *s, int nbackends)
     tcase_add_test(tc, test_cpu_fallbacks);
     tcase_add_test(tc, test_device_fallbacks);
     tcase_add_test(tc, test_module_entries);
+    tcase_add_test(tc, test_outlives_destroy);
     if (nbackends > 0)
         tcase_add_loop_test(mrank_tcase(s, "cpu backends", JOB_S + 30), test_cpu_backend_memory, 0, nbackends);
     else

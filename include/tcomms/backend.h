@@ -342,18 +342,19 @@ typedef struct tcomms_backend {
  * change from healthy to failed between the core's check and post(): a post that finds it failed returns
  * TCOMMS_ERR_ABORTED with its message.
  * Lifetime. The core calls comm_destroy(bcomm) only once nothing of that communicator is left: the public
- * communicator and every work handle (a group's kept blocking calls too, until completed) hold a reference on the
- * core's record of it (lib/comm_state.c; a blocking call outside a group borrows the communicator's, which cannot
- * be destroyed before the call returns), and the last one released destroys the backend's communicators, on that
- * thread: tcomms_comm_destroy when no handle is left, else the last tcomms_work_free. So
- * post, work_test/wait/synchronize and work_free always find bcomm and what it owns alive, and a backend needs no
+ * communicator, every work handle (a group's kept blocking calls too, until completed) and every mem_register
+ * handle hold a reference on the core's record of it (lib/comm_state.c; a blocking call outside a group borrows
+ * the communicator's, which cannot be destroyed before the call returns), and the last one released destroys the
+ * backend's communicators, on that thread: tcomms_comm_destroy when no handle is left, else the last
+ * tcomms_work_free or tcomms_mem_deregister. So post, work_test/wait/synchronize, work_free and mem_deregister
+ * always find bcomm and what it owns alive, and a backend needs no
  * bookkeeping of its handles for the communicator's sake (no detaching, no count of handles out). Left to the
  * backend: work_free does not wait, so comm_destroy must still wait for operations freed while running (each
  * ends by its timeout at the latest) and free nothing they use before; comm_destroy may run on any thread (set the
  * device current itself) and its error reaches the caller only when tcomms_comm_destroy ran it (else it is logged);
  * a split child and its parent are destroyed independently, each with its own references, so what a child shares
  * with its parent (UCX's endpoints, Gloo's device, NCCL's splitShare) needs a reference count of its own; and
- * mem_register handles, which the user must release before tcomms_comm_destroy, hold none.
+ * mem_deregister may come after tcomms_comm_destroy, on a communicator no other call reaches any more.
  * Threads. The core serialises nothing: the public API asks callers to serialise calls on one communicator, but
  * work handles of one communicator may be waited for on different threads, a progress thread of the backend's own
  * runs beside them, and comm_abort may come from any thread at any time. */

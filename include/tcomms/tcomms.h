@@ -476,7 +476,9 @@ typedef struct tcomms_mem_reg tcomms_mem_reg_t;
 
 /* Register [buf, buf + bytes) with the backend serving `type` (ncclCommRegister), so operations on it avoid
  * staging copies. A backend with nothing to register (CPU backends) accepts the call and does nothing. The handle
- * must be deregistered before the buffer is freed or the communicator destroyed. */
+ * must be deregistered before the buffer is freed. It keeps the communicator's backends alive: after
+ * tcomms_comm_destroy they stay until the last registration (or work handle) is released, whose release then
+ * destroys them and returns that status. */
 TCOMMS_API tcomms_status_t tcomms_mem_register(tcomms_comm_t *comm, tcomms_device_type_t type, void *buf,
                                                size_t bytes, unsigned flags, tcomms_mem_reg_t **reg);
 /* Release a registration; NULL is a no-op. A window deregistration is collective, like its registration. */
