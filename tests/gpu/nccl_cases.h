@@ -43,6 +43,8 @@ double nt_sum_value(size_t i, const void *arg);
  * rank, same order). 0 when made, else 1, logged. */
 int nt_ce_comm(int rank, tcomms_comm_t **out);
 int nt_window(tcomms_comm_t *c, int rank, size_t bytes, float **buf, tcomms_mem_reg_t **reg);
+/* Deregister and free what nt_window made (NULLs skipped); 0 when both succeed. */
+int nt_window_release(tcomms_comm_t *c, int rank, float *buf, tcomms_mem_reg_t *reg);
 
 /* A blocking in-place float sum of n elements on the legacy stream, synchronised and checked. 0 when right. */
 int nt_all_reduce_check(tcomms_comm_t *comm, int rank, int size, size_t n, const char *what);

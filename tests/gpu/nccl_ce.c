@@ -52,6 +52,14 @@ int nt_window(tcomms_comm_t *c, int rank, size_t bytes, float **buf, tcomms_mem_
                      TCOMMS_SUCCESS, rank, "window registration");
 }
 
+int nt_window_release(tcomms_comm_t *c, int rank, float *buf, tcomms_mem_reg_t *reg)
+{
+    int fails = reg ? nt_expect(tcomms_mem_deregister(reg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister") : 0;
+    return fails + (buf ? nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, buf), TCOMMS_SUCCESS, rank,
+                                    "tcomms_mem_free")
+                        : 0);
+}
+
 static int exchange(tcomms_comm_t *c, int rank, int size, float *s, float *r, size_t blk)
 {
     size_t n = (size_t)size * blk;
@@ -153,13 +161,6 @@ int nt_copy_engine(int rank, int size, void *arg)
         fails += exchange(c, rank, size, s, r, blk);
     if (!fails)
         fails += captured(c, rank, size, s, r, blk);
-    if (rreg)
-        fails += nt_expect(tcomms_mem_deregister(rreg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
-    if (sreg)
-        fails += nt_expect(tcomms_mem_deregister(sreg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
-    if (r)
-        fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, r), TCOMMS_SUCCESS, rank, "tcomms_mem_free");
-    if (s)
-        fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, s), TCOMMS_SUCCESS, rank, "tcomms_mem_free");
+    fails += nt_window_release(c, rank, r, rreg) + nt_window_release(c, rank, s, sreg);
     return fails + nt_destroy(c, rank);
 }

@@ -97,21 +97,6 @@ static int open_with(int rank, const char *ctas, const char *ar_max, tcomms_comm
     return fails + (fails ? 0 : nt_window(*c, rank, bytes, r, rreg));
 }
 
-static int close_windows(tcomms_comm_t *c, int rank, float *s, float *r, tcomms_mem_reg_t *sreg,
-                         tcomms_mem_reg_t *rreg)
-{
-    int fails = 0;
-    if (rreg)
-        fails += nt_expect(tcomms_mem_deregister(rreg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
-    if (sreg)
-        fails += nt_expect(tcomms_mem_deregister(sreg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister");
-    if (r)
-        fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, r), TCOMMS_SUCCESS, rank, "tcomms_mem_free");
-    if (s)
-        fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, s), TCOMMS_SUCCESS, rank, "tcomms_mem_free");
-    return fails + nt_destroy(c, rank);
-}
-
 int nt_windows(int rank, int size, void *arg)
 {
     (void)arg;
@@ -137,7 +122,9 @@ int nt_windows(int rank, int size, void *arg)
             fails += nt_expect(tcomms_all_reduce(c, s, r, SMALL_COUNT, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL),
                                TCOMMS_ERR_ABORTED, rank, "all_reduce between windows after the abort");
         }
-        fails += c ? close_windows(c, rank, s, r, sreg, rreg) : 0;
+        if (c != NULL)
+            fails += nt_window_release(c, rank, r, rreg) + nt_window_release(c, rank, s, sreg) +
+                     nt_destroy(c, rank);
         if (rank == 0 && !fails)
             mrank_logf("test_nccl windows: TCOMMS_NCCL_WINDOW_CTAS=%s TCOMMS_NCCL_WINDOW_ALL_REDUCE_MAX=%s: right",
                        env[k][0] ? env[k][0] : "(default)", env[k][1] ? env[k][1] : "(default)");
