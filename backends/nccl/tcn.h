@@ -260,8 +260,8 @@ ncclResult_t tcn_settle_comm(tcn_comm_t *c, uint64_t deadline_ns);
 tcomms_status_t tcn_watch_add(tcn_comm_t *c, long ms);
 void tcn_watch_remove(tcn_comm_t *c);
 /* end.c: ncclCommAbort (destroy 0) or ncclCommDestroy (1) of c->wnccl and c->nccl on a thread of its own; 1 when
- * it returned within `wait_ms`; the caller then clears both. tcn_end_done at destroy: 1 when no end was started or it has returned, waiting up to
- * `wait_ms`; 0 when it is stuck (c's device memory must then stay allocated). */
+ * it returned within `wait_ms`; the caller then clears both. tcn_end_done at destroy: 1 when no end was started or
+ * it has returned, waiting up to `wait_ms`; 0 when it is stuck (c's device memory must then stay allocated). */
 int tcn_end_nccl(tcn_comm_t *c, int destroy, long wait_ms);
 int tcn_end_done(tcn_comm_t *c, long wait_ms);
 /* Fail `c` once: report the failure to the core (whose message users see on every later call), mark its pending
