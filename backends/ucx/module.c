@@ -113,7 +113,7 @@ static tcomms_status_t work_wait(void *bwork, uint32_t timeout_ms)
     tcu_task_t *t = bwork;
     tcu_ctx_t *x = t->comm->ctx;
     pthread_mutex_lock(&x->lock);
-    int done = tcu_drive(x, tcu_task_final, t, tc_now_ns() + (uint64_t)timeout_ms * 1000000ull);
+    int done = tcu_drive(x, tcu_task_final, t, (uint64_t)timeout_ms * 1000000ull);
     pthread_mutex_unlock(&x->lock);
     if (!done)
         return t->core->error(TCOMMS_ERR_TIMEOUT, "ucx %s: still running after a %u ms wait (the operation's "
