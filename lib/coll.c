@@ -306,6 +306,8 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         a->flags |= TCOMMS_COLL_FLAG_BLOCKING;
     int grouped = tc_group_active();
     p.inline_call = work == NULL && !grouped;
+    if (p.inline_call)
+        a->flags |= TCOMMS_COLL_FLAG_INLINE;
     if (st == TCOMMS_SUCCESS) {
         a->seq = atomic_fetch_add_explicit(&comm->ops_posted, 1, memory_order_relaxed) + 1;
         if (tc_log_enabled(TCOMMS_LOG_TRACE, "core"))
