@@ -306,8 +306,13 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         a->flags |= TCOMMS_COLL_FLAG_BLOCKING;
     int grouped = tc_group_active();
     p.inline_call = work == NULL && !grouped;
+    if (p.inline_call)
+        a->flags |= TCOMMS_COLL_FLAG_INLINE;
     if (st == TCOMMS_SUCCESS) {
-        a->seq = atomic_fetch_add_explicit(&comm->ops_posted, 1, memory_order_relaxed) + 1;
+        /* calls on one communicator are serialised by the caller (docs/api.md): a load and a store, without the
+         * locked read-modify-write a fetch_add costs on every call */
+        a->seq = atomic_load_explicit(&comm->ops_posted, memory_order_relaxed) + 1;
+        atomic_store_explicit(&comm->ops_posted, a->seq, memory_order_relaxed);
         if (tc_log_enabled(TCOMMS_LOG_TRACE, "core"))
             trace(comm, slot, a, type);
         tc_flight_post(comm->flight, a, p.inline_call ? TC_FLIGHT_WAITING : TC_FLIGHT_POSTED);

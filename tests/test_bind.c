@@ -115,7 +115,8 @@ START_TEST(test_not_bound)
 END_TEST
 
 /* Bound to cuda:0 with "cpu:fakeok,cuda:fakecuda": device buffers go to fakecuda by default, host buffers to
- * fakeok with opts.device_type = cpu; blocking calls carry TCOMMS_COLL_FLAG_BLOCKING and the caller's stream. */
+ * fakeok with opts.device_type = cpu; blocking calls carry TCOMMS_COLL_FLAG_BLOCKING and the caller's stream, and
+ * TCOMMS_COLL_FLAG_INLINE outside a group only. */
 START_TEST(test_mixed_routing)
 {
     tcomms_comm_t *comm = make_comm("cpu:fakeok,cuda:fakecuda", 0, NULL);
@@ -135,7 +136,7 @@ START_TEST(test_mixed_routing)
     int posts = fc->post;
     ck_assert_int_eq(reduce_n(comm, 5, NULL), TCOMMS_SUCCESS);
     ck_assert_int_eq(fc->post, posts + 1);
-    ck_assert_uint_eq(fc->last_flags, TCOMMS_COLL_FLAG_BLOCKING);
+    ck_assert_uint_eq(fc->last_flags, TCOMMS_COLL_FLAG_BLOCKING | TCOMMS_COLL_FLAG_INLINE);
     ck_assert_ptr_null(fc->last_stream);
     ck_assert_int_eq(reduce_n(comm, 5, &on_cpu), TCOMMS_SUCCESS);
     ck_assert_int_eq(fc->post, posts + 1);

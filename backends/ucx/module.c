@@ -83,6 +83,14 @@ static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwo
     }
     tcu_task_t *t = NULL;
     tcomms_status_t st = tcu_task_start(c, a, algo, kind, seq, &t);
+    /* A blocking call outside a group waits right here, under the lock already held, and a success hands back no
+     * handle (TCOMMS_COLL_FLAG_INLINE): no second and third lock round trip for the wait and the free. Failures,
+     * and an operation still running after its timeout, go back as a handle, whose wait reports them as before. */
+    if (st == TCOMMS_SUCCESS && (a->flags & TCOMMS_COLL_FLAG_INLINE) &&
+        tcu_drive(x, tcu_task_final, t, (uint64_t)a->timeout_ms * 1000000ull) && t->status == TCOMMS_SUCCESS) {
+        tcu_task_release(t);
+        t = NULL;
+    }
     pthread_mutex_unlock(&x->lock);
     if (st == TCOMMS_SUCCESS)
         *bwork = t;
@@ -113,7 +121,7 @@ static tcomms_status_t work_wait(void *bwork, uint32_t timeout_ms)
     tcu_task_t *t = bwork;
     tcu_ctx_t *x = t->comm->ctx;
     pthread_mutex_lock(&x->lock);
-    int done = tcu_drive(x, tcu_task_final, t, tc_now_ns() + (uint64_t)timeout_ms * 1000000ull);
+    int done = tcu_drive(x, tcu_task_final, t, (uint64_t)timeout_ms * 1000000ull);
     pthread_mutex_unlock(&x->lock);
     if (!done)
         return t->core->error(TCOMMS_ERR_TIMEOUT, "ucx %s: still running after a %u ms wait (the operation's "

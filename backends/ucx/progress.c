@@ -159,12 +159,13 @@ int tcu_oversubscribed(const tcu_ctx_t *c)
  * does it sleep on the worker's event fd. Sleeping early is what must be avoided: on a busy machine a wake-up takes
  * far longer than a message, and two ranks that sleep in turn pay it on every message for as long as they exchange
  * (docs/perf.md, "Measurements behind the code"). */
-int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
+int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t timeout_ns)
 {
     if (done(arg))
         return 1;
     int ok = 0;
-    uint64_t yield_at = 0, spin_end = 0; /* set at the first clock reading: most waits end before it */
+    /* set at the first clock reading, which most waits end before: a small blocking call reads no clock to wait */
+    uint64_t yield_at = 0, spin_end = 0, until = UINT64_MAX;
     __atomic_store_n(&c->waiters, c->waiters + 1, __ATOMIC_RELAXED); /* the thread peeks without the lock */
     c->wait_epoch++;
     for (unsigned polls = 1;; polls++) {
@@ -179,6 +180,7 @@ int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t until)
         if (spin_end == 0) {
             yield_at = now + yield_after_ns(c);
             spin_end = now + c->spin_ns;
+            until = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
         }
         if (now >= c->next_check_ns) {
             tcu_check_deadlines(c, now);

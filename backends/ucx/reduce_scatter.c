@@ -38,8 +38,10 @@ static int ring_step(tcu_task_t *t)
     int send = tcu_mod(r - s - 1, n), next = tcu_mod(r - s - 2, n);
     const unsigned char *src = s == 0 ? tcu_at(in, tcu_vdispl(t, 0, send), es) : tmp[(s - 1) % 2];
     unsigned char *dst = s == n - 2 && !t->a.in_place ? out : tmp[s % 2];
-    tcu_recv(t, tcu_mod(r - 1, n), (unsigned)s, dst, tcu_vcount(t, 0, next) * es);
+    /* send first: our message, which the right neighbour waits for, leaves before the time it takes to post the
+     * receive (which UCX matches only when this worker next progresses, whichever comes first) */
     tcu_send(t, (r + 1) % n, (unsigned)s, src, tcu_vcount(t, 0, send) * es);
+    tcu_recv(t, tcu_mod(r - 1, n), (unsigned)s, dst, tcu_vcount(t, 0, next) * es);
     return TCU_MORE;
 }
 

@@ -161,9 +161,10 @@ void tcu_route_ucx_logs(const tcomms_core_t *core);
 
 /* Running tasks' deadlines and shapes are looked at this often. */
 #define TCU_CHECK_EVERY_NS (100ull * 1000 * 1000)
-/* Progress the worker on the calling thread until done(arg) or CLOCK_MONOTONIC `until_ns`; returns done(arg).
- * Spins for ctx->spin_ns, then sleeps on the worker's event fd. Lock held (dropped while sleeping). */
-int tcu_drive(tcu_ctx_t *ctx, int (*done)(void *), void *arg, uint64_t until_ns);
+/* Progress the worker on the calling thread until done(arg) or `timeout_ns` have passed (UINT64_MAX: no limit);
+ * returns done(arg). The timeout counts from the wait's first clock reading, a few polls in. Spins for
+ * ctx->spin_ns, then sleeps on the worker's event fd. Lock held (dropped while sleeping). */
+int tcu_drive(tcu_ctx_t *ctx, int (*done)(void *), void *arg, uint64_t timeout_ns);
 /* One pass after progress: advance the tasks on the ready list, fail those of broken communicators. Lock held. */
 void tcu_sweep(tcu_ctx_t *ctx);
 /* Fail running tasks past their deadline. Lock held. */

@@ -243,6 +243,11 @@ typedef struct tcomms_coll_args {
 /* Posted by a blocking call: the core waits for the work and frees it right after post() returns (outside a
  * group), so a device backend may order the operation on the caller's stream directly. */
 #define TCOMMS_COLL_FLAG_BLOCKING (1u << 0)
+/* Blocking and outside a group: nothing of the caller's runs between post() and the core's wait, on this thread.
+ * A backend may then run the operation to its end inside post() and, when it succeeded, return TCOMMS_SUCCESS
+ * with *bwork = NULL: the core then neither waits nor frees (a small call saves the handle's round trips). A
+ * failed operation still comes back as a handle, whose wait reports it. Cores before this flag never set it. */
+#define TCOMMS_COLL_FLAG_INLINE (1u << 1)
 
 /* Fill it with designated initialisers, `.abi = TCOMMS_ABI_INIT(tcomms_backend_t), .name = ...`, never by
  * position: entries may be appended in any minor, and an entry left out is NULL (optional) or refused at load
