@@ -156,6 +156,13 @@ static const char *lookup(const tcomms_hints_t *hints, const struct key_def *d, 
     return NULL;
 }
 
+/* NCCL's value for int key `id` where no hint sets it: its variable, else its default. */
+static int nccl_default_int(int id)
+{
+    const char *env = getenv(defs[id].env);
+    return atoi(env && *env ? env : defs[id].dflt);
+}
+
 tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_name, tcn_config_t *cfg)
 {
     ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
@@ -224,8 +231,7 @@ tcomms_status_t tcn_config_build(const tcomms_hints_t *hints, const char *comm_n
     const unsigned ctas = (1u << F_MIN_CTAS) | (1u << F_MAX_CTAS);
     if ((cfg->given & ctas) != 0 && (cfg->given & ctas) != ctas) {
         int other = (cfg->given & (1u << F_MIN_CTAS)) ? F_MAX_CTAS : F_MIN_CTAS;
-        const char *env = getenv(defs[other].env);
-        *int_field(&cfg->nc, other) = atoi(env && *env ? env : defs[other].dflt);
+        *int_field(&cfg->nc, other) = nccl_default_int(other);
     }
     if ((cfg->given & ctas) != 0 && cfg->nc.minCTAs > cfg->nc.maxCTAs)
         return tcn_core->error(TCOMMS_ERR_INVALID_ARG, "nccl: hint min_ctas (%d) is larger than max_ctas (%d)%s",
@@ -243,8 +249,7 @@ void tcn_config_windows(const tcn_config_t *cfg, int ctas, ncclConfig_t *out)
     const unsigned given = (1u << F_MIN_CTAS) | (1u << F_MAX_CTAS);
     if (cfg->given & given)
         return; /* the user's CTA bounds hold on both communicators */
-    const char *env = getenv(defs[F_MAX_CTAS].env);
-    int max = atoi(env && *env ? env : defs[F_MAX_CTAS].dflt);
+    int max = nccl_default_int(F_MAX_CTAS);
     out->maxCTAs = max > 0 ? max : atoi(defs[F_MAX_CTAS].dflt);
     out->minCTAs = ctas < out->maxCTAs ? ctas : out->maxCTAs;
 }
