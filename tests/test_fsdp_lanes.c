@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The FSDP runtime's lanes on the CPU backends. On a GPU the runtime queues a gradient slot's whole reduction at
- * post_backward on its own stream (lib/fsdp/reduce.c, rt->eager); CI has no GPU, so here a recording ops table
- * stands in for the CUDA one after finalize: host memory, work done at once, every lane switch, event and
- * element-wise call written to a trace. The results must still equal tests/fsdp_case.c's loop-computed
- * references, and the trace must show the schedule: every add into a main-grad shard on the reduction lane,
- * entered only after it waited for the caller's lane; no gradient slot zeroed on the caller's lane; the caller's
- * lane waiting once for each slot it is handed. Links the core statically to reach rt.h. */
+ * post_backward on its own stream (lib/fsdp/reduce.c, rt->eager), and a unit buffer's copy-in and all-gathers on
+ * another (gather.c); CI has no GPU, so here a recording ops table stands in for the CUDA one after finalize: host
+ * memory, work done at once, every lane switch, event and element-wise call written to a trace. The results must
+ * still equal tests/fsdp_case.c's loop-computed references, and the trace must show the schedule: every add into
+ * a main-grad shard on the reduction lane, entered only after it waited for the caller's lane; no gradient slot
+ * zeroed on the caller's lane; the caller's lane waiting once for each slot it is handed; under ZeRO-3 every write
+ * into a unit buffer on the gather lane, entered only after it waited for the caller's lane, and the caller's lane
+ * waiting for the gather lane. Links the core statically to reach rt.h. */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,7 +15,7 @@
 #include "fsdp/rt.h"
 #include "fsdp_case.h"
 
-typedef enum { R_ZERO, R_ADD, R_LANE, R_SIGNAL, R_AWAIT } rkind_t;
+typedef enum { R_ZERO, R_ADD, R_WRITE, R_LANE, R_SIGNAL, R_AWAIT } rkind_t; /* R_WRITE: a copy or cast */
 typedef struct rec {
     rkind_t kind;
     int lane;
@@ -25,8 +27,9 @@ typedef struct rec {
 
 static rec_t trace[MAX_RECS];
 static int ntrace, lost, cur_lane;
-static struct { const char *data; size_t bytes; } slots[MAX_SLOTS];
-static int nslots;
+typedef struct { const char *data; size_t bytes; } range_t;
+static range_t slots[MAX_SLOTS], ubufs[MAX_SLOTS];
+static int nslots, nubufs;
 static tc_fsdp_ops_t rec_ops;
 
 static void note(rkind_t kind, int lane, const void *p)
@@ -49,6 +52,18 @@ static tcomms_status_t rec_add(void *dev, void *dst, tcomms_dtype_t dt, const vo
 {
     note(R_ADD, cur_lane, dst);
     return tc_fsdp_host_ops.add(dev, dst, dt, src, st, n, s, keep);
+}
+
+static tcomms_status_t rec_cast(void *dev, void *dst, tcomms_dtype_t dt, const void *src, tcomms_dtype_t st, size_t n)
+{
+    note(R_WRITE, cur_lane, dst);
+    return tc_fsdp_host_ops.cast(dev, dst, dt, src, st, n);
+}
+
+static tcomms_status_t rec_copy(void *dev, void *dst, const void *src, size_t bytes)
+{
+    note(R_WRITE, cur_lane, dst);
+    return tc_fsdp_host_ops.copy(dev, dst, src, bytes);
 }
 
 static tcomms_status_t rec_lane(void *dev, int lane, void **stream)
@@ -83,6 +98,8 @@ static void swap_ops(tcomms_fsdp_t *f, const scen_t *s)
     rec_ops = tc_fsdp_host_ops;
     rec_ops.zero = rec_zero;
     rec_ops.add = rec_add;
+    rec_ops.cast = rec_cast;
+    rec_ops.copy = rec_copy;
     rec_ops.lane = rec_lane;
     rec_ops.signal = rec_signal;
     rec_ops.await = rec_await;
@@ -90,18 +107,48 @@ static void swap_ops(tcomms_fsdp_t *f, const scen_t *s)
     f->eager = 1;
     ntrace = lost = cur_lane = 0;
     nslots = f->ngslots < MAX_SLOTS ? f->ngslots : MAX_SLOTS;
-    for (int i = 0; i < nslots; i++) {
-        slots[i].data = f->gslots[i].data;
-        slots[i].bytes = f->gslots[i].bytes;
-    }
+    for (int i = 0; i < nslots; i++)
+        slots[i] = (range_t){f->gslots[i].data, f->gslots[i].bytes};
+    nubufs = f->nubufs < MAX_SLOTS ? f->nubufs : MAX_SLOTS;
+    for (int i = 0; i < nubufs; i++)
+        ubufs[i] = (range_t){f->ubufs[i].data, f->ubufs[i].bytes};
 }
 
-static int in_slot(const void *p)
+static int in_range(const range_t *r, int n, const void *p)
 {
-    for (int i = 0; i < nslots; i++)
-        if ((const char *)p >= slots[i].data && (const char *)p < slots[i].data + slots[i].bytes)
+    for (int i = 0; i < n; i++)
+        if ((const char *)p >= r[i].data && (const char *)p < r[i].data + r[i].bytes)
             return 1;
     return 0;
+}
+
+/* The gather lane's part of the trace (ZeRO-3): writes into unit buffers there only, the lane entered after it
+ * waited for the caller's, the caller's lane waiting for it (a signal there, then the caller's wait). */
+static int check_gathers(const scen_t *s)
+{
+    int fails = 0, fills = 0, entries = 0, joins = 0;
+    for (int i = 0; i < ntrace; i++) {
+        const rec_t *r = &trace[i];
+        if (r->kind == R_WRITE && in_range(ubufs, nubufs, r->p)) {
+            fills++;
+            if (r->lane != TC_FSDP_LANE_GATHER)
+                fails += mrank_failf("FAIL %s: record %d: a unit buffer written on lane %d, not the gather lane",
+                                     s->label, i, r->lane);
+        }
+        if (r->kind == R_SIGNAL && r->lane == TC_FSDP_LANE_GATHER && i + 1 < ntrace &&
+            trace[i + 1].kind == R_AWAIT && trace[i + 1].lane == TC_FSDP_LANE_CALLER)
+            joins++;
+        if (r->kind != R_LANE || r->lane != TC_FSDP_LANE_GATHER)
+            continue;
+        entries++;
+        if (i == 0 || trace[i - 1].kind != R_AWAIT || trace[i - 1].lane != TC_FSDP_LANE_GATHER)
+            fails += mrank_failf("FAIL %s: record %d: the gather lane entered without waiting for the caller's "
+                                 "first", s->label, i);
+    }
+    if (fills == 0 || entries == 0 || joins == 0)
+        fails += mrank_failf("FAIL %s: %d unit buffer writes, %d gather-lane entries, %d joins: the path did not "
+                             "run", s->label, fills, entries, joins);
+    return fails;
 }
 
 /* The schedule of the runtime's last run_case, from its trace. */
@@ -116,7 +163,7 @@ static int check_trace(const scen_t *s)
             fails += mrank_failf("FAIL %s: record %d: an add on lane %d, not the reduction lane", s->label, i,
                                  r->lane);
         adds += r->kind == R_ADD;
-        if (r->kind == R_ZERO && r->lane == TC_FSDP_LANE_CALLER && in_slot(r->p))
+        if (r->kind == R_ZERO && r->lane == TC_FSDP_LANE_CALLER && in_range(slots, nslots, r->p))
             fails += mrank_failf("FAIL %s: record %d: a gradient slot zeroed on the caller's lane", s->label, i);
         waits += r->kind == R_AWAIT && r->lane == TC_FSDP_LANE_CALLER;
         if (r->kind != R_LANE || r->lane != TC_FSDP_LANE_REDUCE)
@@ -132,6 +179,8 @@ static int check_trace(const scen_t *s)
     if (waits < entries)
         fails += mrank_failf("FAIL %s: the caller's lane waited %d times for %d slot reductions", s->label, waits,
                              entries);
+    if (s->strategy == TCOMMS_FSDP_OPTIM_GRADS_PARAMS)
+        fails += check_gathers(s);
     return fails;
 }
 

@@ -268,7 +268,9 @@ typedef struct tcomms_fsdp_shard {
     int unit;
     int expert;            /* 1 for an expert bucket */
     void *weights;         /* this piece of the model weights (weights_dtype, count elements, element i the cast
-                              of main[i]): what an optimizer writes under config->optimizer_casts */
+                              of main[i]): what an optimizer writes under config->optimizer_casts. NULL under
+                              ZeRO-3 with neither optimizer_casts nor OUTER_OPTIM: no weight shard is kept
+                              there, the all-gathers cast main into the gathered weights */
     tcomms_dtype_t weights_dtype; /* the compute dtype */
 } tcomms_fsdp_shard_t;
 
@@ -282,10 +284,11 @@ TCOMMS_API tcomms_status_t tcomms_fsdp_param_range(const tcomms_fsdp_t *fsdp, in
                                                    size_t *shard_offset, size_t *param_offset, size_t *count);
 
 /* After the optimizer changed the main params: cast them into the model weights (unless config->optimizer_casts:
- * the optimizer wrote each piece's weights), and all-gather them where the model weights are not sharded like the
- * main params (ZeRO-1/2, hybrid sharding). Posts the collectives and waits for them. Under ZeRO-3 with
- * prefetch_forward > 0 it also posts the next step's all-gather of the first unit in forward order, once its
- * weights are in place, and leaves it in flight for pre_forward. */
+ * the optimizer wrote each piece's weights; nor under ZeRO-3 without hybrid sharding, whose all-gathers cast the
+ * main params themselves), and all-gather them where the model weights are not sharded like the main params
+ * (ZeRO-1/2, hybrid sharding). Posts the collectives and waits for them. Under ZeRO-3 with prefetch_forward > 0 it
+ * also posts the next step's all-gather of the first unit in forward order, once its weights are in place, and
+ * leaves it in flight for pre_forward. */
 TCOMMS_API tcomms_status_t tcomms_fsdp_install_weights(tcomms_fsdp_t *fsdp);
 
 /* ---- debugging ------------------------------------------------------------------------------------------------- */

@@ -117,7 +117,7 @@ tcomms_status_t tc_fsdp_alloc_buckets(tcomms_fsdp_t *rt)
     tcomms_dtype_t md = rt->cfg.main_dtype;
     for (int b = 0; b < rt->nbuckets; b++) {
         tc_fsdp_bucket_t *k = &rt->buckets[b];
-        size_t nw = tc_fsdp_zero3(rt) ? k->shard_len : k->padded;
+        size_t nw = tc_fsdp_casts_in(rt) ? 0 : tc_fsdp_zero3(rt) ? k->shard_len : k->padded;
         size_t ng = k->no_grad ? 0 : tc_fsdp_slots(rt) ? k->shard_len : k->padded;
         tcomms_status_t st = tc_fsdp_alloc(rt, nw * tcomms_dtype_size(k->dtype), &k->weights);
         if (st == TCOMMS_SUCCESS)
@@ -179,15 +179,18 @@ static tcomms_status_t load_value(tcomms_fsdp_t *rt, const tc_fsdp_param_t *p, c
     tc_fsdp_bucket_t *k = &rt->buckets[p->bucket];
     tcomms_dtype_t md = rt->cfg.main_dtype;
     size_t lo, n = overlap(p->offset, p->numel, k->main_off, k->main_len, &lo);
-    tcomms_status_t st = tc_fsdp_cast(rt, tc_fsdp_at(k->main, lo - k->main_off, md), md,
-                                      tc_fsdp_at((void *)values, lo - p->offset, md), md, n);
+    tcomms_status_t st = tc_fsdp_gather_settle(rt); /* a copy-in may still read the main piece or weight shard */
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_cast(rt, tc_fsdp_at(k->main, lo - k->main_off, md), md,
+                          tc_fsdp_at((void *)values, lo - p->offset, md), md, n);
     if (st != TCOMMS_SUCCESS)
         return st;
     if (!tc_fsdp_zero3(rt))
         return tc_fsdp_cast(rt, tc_fsdp_at(k->weights, p->offset, k->dtype), k->dtype, values, md, p->numel);
     n = overlap(p->offset, p->numel, k->shard_off, k->shard_len, &lo);
-    st = tc_fsdp_cast(rt, tc_fsdp_at(k->weights, lo - k->shard_off, k->dtype), k->dtype,
-                      tc_fsdp_at((void *)values, lo - p->offset, md), md, n);
+    if (!tc_fsdp_casts_in(rt))
+        st = tc_fsdp_cast(rt, tc_fsdp_at(k->weights, lo - k->shard_off, k->dtype), k->dtype,
+                          tc_fsdp_at((void *)values, lo - p->offset, md), md, n);
     /* Weights already gathered for this unit would be stale: write the value there too. */
     void *full = NULL;
     if (st == TCOMMS_SUCCESS)
@@ -297,7 +300,8 @@ tcomms_status_t tcomms_fsdp_shard(const tcomms_fsdp_t *rt, int i, tcomms_fsdp_sh
     shard->expert = k->domain == TC_FSDP_EXPERT;
     /* The weights hold the bucket (ZeRO-0/1/2) or this rank's shard of it (ZeRO-3); the piece starts at main_off
      * in the bucket either way. */
-    shard->weights = tc_fsdp_at(k->weights, k->main_off - (tc_fsdp_zero3(rt) ? k->shard_off : 0), k->dtype);
+    shard->weights = k->weights == NULL ? NULL
+                     : tc_fsdp_at(k->weights, k->main_off - (tc_fsdp_zero3(rt) ? k->shard_off : 0), k->dtype);
     shard->weights_dtype = k->dtype;
     return TCOMMS_SUCCESS;
 }

@@ -36,12 +36,12 @@ static tcomms_status_t cu_error(CUresult r, const char *call)
 enum { K_CAST, K_SCALE, K_ADD, K_COUNT };
 static const char *const kernel_names[K_COUNT] = {"tc_fsdp_k_cast", "tc_fsdp_k_scale", "tc_fsdp_k_add"};
 
-/* Two lanes (rt.h): the caller's stream and, once lanes() made it, the runtime's own reduction stream; `stream` is
- * the one work is queued on now. */
+/* The lanes (rt.h): the caller's stream and, once lanes() made them, the runtime's own reduction and gather
+ * streams; `stream` is the one work is queued on now. */
 typedef struct cuda_dev {
     CUdevice device;
     CUcontext ctx;
-    CUstream stream, lane[2];
+    CUstream stream, lane[3];
     uint32_t sync_ms; /* what dev_sync waits at most */
     CUevent *ev;
     int nev;
@@ -202,17 +202,18 @@ static tcomms_status_t dev_sync(void *dev)
     tcomms_status_t st = enter(d, &g);
     if (st != TCOMMS_SUCCESS)
         return st;
+    static const char *const names[3] = {"caller's", "reduction", "gather"};
     uint64_t deadline = now_ms() + d->sync_ms;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         CUstream s = d->lane[i];
-        if (i == 1 && s == NULL)
+        if (i > 0 && s == NULL)
             break;
         CUresult r;
         for (unsigned round = 0; (r = drv->cuStreamQuery(s)) == CUDA_ERROR_NOT_READY; round++) {
             if (now_ms() >= deadline)
                 return leave(&g, tc_error(TCOMMS_ERR_TIMEOUT, "fsdp: the work queued on the %s stream did not "
                                           "finish within %u ms (a collective its communicator could not abort may "
-                                          "block it for good)", i ? "reduction" : "caller's", d->sync_ms));
+                                          "block it for good)", names[i], d->sync_ms));
             struct timespec ts = {0, round < 100 ? 20000L : 1000000L}; /* 20 us, then 1 ms */
             nanosleep(&ts, NULL);
         }
@@ -222,8 +223,8 @@ static tcomms_status_t dev_sync(void *dev)
     return leave(&g, TCOMMS_SUCCESS);
 }
 
-/* The reduction lane at the greatest priority: its work is short and frees the gradient slots the backward waits
- * for. Events without timing, the cheapest kind to record and wait on. */
+/* The reduction and gather lanes at the greatest priority: their work is short and frees what the compute waits
+ * for (gradient slots, the next unit's weights). Events without timing, the cheapest kind to record and wait on. */
 static tcomms_status_t dev_lanes(void *dev, int nevents)
 {
     cuda_dev_t *d = dev;
@@ -235,9 +236,10 @@ static tcomms_status_t dev_lanes(void *dev, int nevents)
     CUresult r = drv->cuCtxGetStreamPriorityRange(&least, &greatest);
     if (r != CUDA_SUCCESS)
         return leave(&g, cu_error(r, "cuCtxGetStreamPriorityRange"));
-    if (d->lane[1] == NULL &&
-        (r = drv->cuStreamCreateWithPriority(&d->lane[1], CU_STREAM_NON_BLOCKING, greatest)) != CUDA_SUCCESS)
-        return leave(&g, cu_error(r, "cuStreamCreateWithPriority"));
+    for (int i = 1; i < 3; i++)
+        if (d->lane[i] == NULL &&
+            (r = drv->cuStreamCreateWithPriority(&d->lane[i], CU_STREAM_NON_BLOCKING, greatest)) != CUDA_SUCCESS)
+            return leave(&g, cu_error(r, "cuStreamCreateWithPriority"));
     if ((d->ev = calloc((size_t)nevents, sizeof(*d->ev))) == NULL)
         return leave(&g, tc_error(TCOMMS_ERR_NO_MEMORY, "fsdp: out of memory"));
     for (; d->nev < nevents; d->nev++)
@@ -298,8 +300,9 @@ static void dev_close(void *dev)
             drv->cuModuleUnload(d->module);
         for (int i = 0; i < d->nev; i++)
             drv->cuEventDestroy(d->ev[i]);
-        if (d->lane[1] != NULL)
-            drv->cuStreamDestroy(d->lane[1]);
+        for (int i = 1; i < 3; i++)
+            if (d->lane[i] != NULL)
+                drv->cuStreamDestroy(d->lane[i]);
         leave(&g, TCOMMS_SUCCESS);
     }
     if (d->ctx != NULL)

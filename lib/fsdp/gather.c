@@ -2,7 +2,12 @@
 /* FSDP unit weights: per-direction references, and under ZeRO-3 the unit buffers (max_live_units, allocated at
  * finalize and reused) that all-gathers fill on the *_ag communicators, with prefetch along the unit order. Every
  * choice (which buffer, what to prefetch, what to evict) depends only on the call sequence, so every rank posts
- * the same all-gathers in the same order. */
+ * the same all-gathers in the same order.
+ *
+ * On a GPU (rt->eager) a unit buffer's copy-in (this rank's shard into its slot) and its all-gathers are queued on
+ * the gather lane, which first waits for the caller's stream (the buffer's last readers, the shard's last
+ * writer); the caller's stream waits for them only where the weights are used (wait_gather's join). So no copy
+ * sits between the caller's kernels. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +49,9 @@ static int referenced(const tc_fsdp_unit_t *un)
     return un->ref[0] > 0 || un->ref[1] > 0;
 }
 
-static tcomms_status_t wait_gather(tcomms_fsdp_t *rt, tc_fsdp_buf_t *b)
+/* Wait for buffer `b`'s all-gathers; with `join` the caller's lane waits too (it is about to read the weights),
+ * else only the gather lane does (the buffer is being emptied for another unit, whose copy-in goes there). */
+static tcomms_status_t wait_gather(tcomms_fsdp_t *rt, tc_fsdp_buf_t *b, int join)
 {
     if (b->state != TC_FSDP_BUSY)
         return TCOMMS_SUCCESS;
@@ -54,24 +61,27 @@ static tcomms_status_t wait_gather(tcomms_fsdp_t *rt, tc_fsdp_buf_t *b)
             return st;
     }
     b->state = TC_FSDP_READY;
-    return TCOMMS_SUCCESS;
+    return join ? tc_fsdp_gather_settle(rt) : TCOMMS_SUCCESS;
 }
 
-/* Copy the rank's shard of each bucket into its slot, then all-gather in place. */
-static tcomms_status_t start_gather(tcomms_fsdp_t *rt, int unit, int bi)
+tcomms_status_t tc_fsdp_gather_settle(tcomms_fsdp_t *rt)
 {
-    tc_fsdp_buf_t *b = &rt->ubufs[bi];
-    tc_fsdp_unit_t *un = &rt->units[unit];
-    b->unit = unit;
-    b->state = TC_FSDP_BUSY;
-    b->stamp = ++rt->clock;
-    un->buf = bi;
+    if (!rt->eager)
+        return TCOMMS_SUCCESS;
+    return tc_fsdp_follow(rt, TC_FSDP_LANE_GATHER, TC_FSDP_LANE_CALLER, TC_FSDP_EV_GATHER_JOIN);
+}
+
+/* Put the rank's shard of each bucket into its slot (cast from the main params where tc_fsdp_casts_in, else
+ * copied from the weight shard), then all-gather in place. */
+static tcomms_status_t fill(tcomms_fsdp_t *rt, tc_fsdp_buf_t *b, const tc_fsdp_unit_t *un)
+{
     for (int i = 0; i < un->nbuckets; i++) {
         int kb = un->buckets[i];
         tc_fsdp_bucket_t *k = &rt->buckets[kb];
-        void *full = (char *)b->data + k->ubuf_off;
-        tcomms_status_t st = tc_fsdp_copy(rt, tc_fsdp_at(full, k->shard_off, k->dtype), k->weights,
-                                          k->shard_len * tcomms_dtype_size(k->dtype));
+        void *full = (char *)b->data + k->ubuf_off, *slot = tc_fsdp_at(full, k->shard_off, k->dtype);
+        tcomms_status_t st = tc_fsdp_casts_in(rt)
+                                 ? tc_fsdp_cast(rt, slot, k->dtype, k->main, rt->cfg.main_dtype, k->shard_len)
+                                 : tc_fsdp_copy(rt, slot, k->weights, k->shard_len * tcomms_dtype_size(k->dtype));
         if (st == TCOMMS_SUCCESS)
             st = tc_fsdp_post(rt, TC_FSDP_ALL_GATHER, k->domain, TC_FSDP_ON_AG, kb, full, k->shard_len,
                               k->dtype, &b->works[i]);
@@ -81,12 +91,31 @@ static tcomms_status_t start_gather(tcomms_fsdp_t *rt, int unit, int bi)
     return TCOMMS_SUCCESS;
 }
 
+static tcomms_status_t start_gather(tcomms_fsdp_t *rt, int unit, int bi)
+{
+    tc_fsdp_buf_t *b = &rt->ubufs[bi];
+    tc_fsdp_unit_t *un = &rt->units[unit];
+    b->unit = unit;
+    b->state = TC_FSDP_BUSY;
+    b->stamp = ++rt->clock;
+    un->buf = bi;
+    if (!rt->eager)
+        return fill(rt, b, un);
+    tcomms_status_t st = tc_fsdp_follow(rt, TC_FSDP_LANE_CALLER, TC_FSDP_LANE_GATHER, TC_FSDP_EV_GATHER_FORK);
+    if (st == TCOMMS_SUCCESS)
+        st = tc_fsdp_lane(rt, TC_FSDP_LANE_GATHER);
+    if (st == TCOMMS_SUCCESS)
+        st = fill(rt, b, un);
+    tcomms_status_t back = tc_fsdp_lane(rt, TC_FSDP_LANE_CALLER);
+    return st == TCOMMS_SUCCESS ? back : st;
+}
+
 /* Empty buffer `bi` for another unit; its all-gather, if still in flight, must end first. */
 static tcomms_status_t evict(tcomms_fsdp_t *rt, int bi)
 {
     tc_fsdp_buf_t *b = &rt->ubufs[bi];
     if (b->unit >= 0) {
-        tcomms_status_t st = wait_gather(rt, b);
+        tcomms_status_t st = wait_gather(rt, b, 0);
         if (st != TCOMMS_SUCCESS)
             return st;
         rt->units[b->unit].buf = -1;
@@ -172,12 +201,17 @@ tcomms_status_t tc_fsdp_acquire(tcomms_fsdp_t *rt, int unit, tcomms_fsdp_dir_t d
             return st;
     }
     un->ref[dir]++;
-    rt->ubufs[un->buf].stamp = ++rt->clock;
-    /* The prefetch is posted before waiting, so it queues behind this unit's gather rather than after the wait. */
+    tc_fsdp_buf_t *b = &rt->ubufs[un->buf];
+    b->stamp = ++rt->clock;
+    /* On the host, where a wait blocks, the prefetch is posted first, so it queues behind this unit's gather rather
+     * than after the wait. On a GPU the caller's stream is joined to the gather lane first: joined after the
+     * prefetch's copy-in, it would wait for that copy too. */
+    if (rt->eager) {
+        tcomms_status_t st = wait_gather(rt, b, 1);
+        return st == TCOMMS_SUCCESS ? prefetch(rt, unit, dir) : st;
+    }
     tcomms_status_t st = prefetch(rt, unit, dir);
-    if (st == TCOMMS_SUCCESS)
-        st = wait_gather(rt, &rt->ubufs[un->buf]);
-    return st;
+    return st == TCOMMS_SUCCESS ? wait_gather(rt, b, 1) : st;
 }
 
 tcomms_status_t tc_fsdp_release(tcomms_fsdp_t *rt, int unit, tcomms_fsdp_dir_t dir, const char *fn)
@@ -203,7 +237,7 @@ tcomms_status_t tc_fsdp_gathered(tcomms_fsdp_t *rt, int unit, void **data)
     tc_fsdp_unit_t *un = &rt->units[unit];
     if (un->buf < 0)
         return TCOMMS_SUCCESS;
-    tcomms_status_t st = wait_gather(rt, &rt->ubufs[un->buf]);
+    tcomms_status_t st = wait_gather(rt, &rt->ubufs[un->buf], 1);
     if (st == TCOMMS_SUCCESS)
         *data = rt->ubufs[un->buf].data;
     return st;
@@ -221,7 +255,9 @@ tcomms_status_t tc_fsdp_drop_gathered(tcomms_fsdp_t *rt, int force, const char *
         if (first == TCOMMS_SUCCESS)
             first = st;
     }
-    return first;
+    /* The shards change next (install_weights) or are freed (destroy): no copy-in may still read them. */
+    tcomms_status_t st = tc_fsdp_gather_settle(rt);
+    return first == TCOMMS_SUCCESS ? st : first;
 }
 
 tcomms_status_t tcomms_fsdp_unshard(tcomms_fsdp_t *rt, int unit, tcomms_fsdp_dir_t dir)

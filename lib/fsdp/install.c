@@ -2,7 +2,7 @@
 /* FSDP install_weights: after the optimizer changed the main params, rebuild each bucket's shard from the main
  * pieces (hybrid sharding all-gathers them over inter), cast it into the model weights, and all-gather those over
  * the *_ag communicator where the weights are kept full (ZeRO-1/2), or under ZeRO-3 prefetch the next step's first
- * unit. */
+ * unit. ZeRO-3 without optimizer_casts keeps no weight shard (tc_fsdp_casts_in): there the prefetch is all. */
 #include <stdlib.h>
 
 #include "rt.h"
@@ -53,6 +53,8 @@ static tcomms_status_t install_bucket(tcomms_fsdp_t *rt, int b, tcomms_work_t **
     if (rt->cfg.strategy == TCOMMS_FSDP_NO_SHARD)
         return rt->cfg.optimizer_casts ? TCOMMS_SUCCESS
                                        : tc_fsdp_cast(rt, k->weights, k->dtype, k->main, rt->cfg.main_dtype, k->padded);
+    if (tc_fsdp_casts_in(rt))
+        return TCOMMS_SUCCESS; /* the all-gathers cast the main params into the unit buffers (gather.c) */
     if (tc_fsdp_zero3(rt))
         return weight_shard(rt, b, k->weights);
     tcomms_status_t st = weight_shard(rt, b, tc_fsdp_at(k->weights, k->shard_off, k->dtype));

@@ -216,6 +216,12 @@ tcomms_status_t tc_fsdp_await(tcomms_fsdp_t *rt, int lane, int ev)
     return checked(rt, rt->ops->await(rt->dev, lane, ev));
 }
 
+tcomms_status_t tc_fsdp_follow(tcomms_fsdp_t *rt, int from, int to, int ev)
+{
+    tcomms_status_t st = tc_fsdp_signal(rt, from, ev);
+    return st == TCOMMS_SUCCESS ? tc_fsdp_await(rt, to, ev) : st;
+}
+
 tcomms_status_t tc_fsdp_ops_open(tcomms_fsdp_t *rt)
 {
     tcomms_device_t d;

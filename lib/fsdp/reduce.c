@@ -13,22 +13,17 @@
 
 #include "rt.h"
 
-/* Events of the lanes: fork (reduction lane waits for the caller's), join (the reverse), one per slot (zeroed
- * again) and one per unit (its latest additions done). */
-enum { EV_FORK, EV_JOIN, EV_SLOTS };
-
 static int unit_ev(const tcomms_fsdp_t *rt, int unit)
 {
-    return EV_SLOTS + rt->ngslots + unit;
+    return TC_FSDP_EV_SLOTS + rt->ngslots + unit;
 }
 
-/* Lane `to` waits for the work queued so far on the other lane. */
+/* Lane `to` (caller's or reduction) waits for the work queued so far on the other one. */
 static tcomms_status_t follow(tcomms_fsdp_t *rt, int to)
 {
-    int from = to == TC_FSDP_LANE_REDUCE ? TC_FSDP_LANE_CALLER : TC_FSDP_LANE_REDUCE;
-    int ev = to == TC_FSDP_LANE_REDUCE ? EV_FORK : EV_JOIN;
-    tcomms_status_t st = tc_fsdp_signal(rt, from, ev);
-    return st == TCOMMS_SUCCESS ? tc_fsdp_await(rt, to, ev) : st;
+    if (to == TC_FSDP_LANE_REDUCE)
+        return tc_fsdp_follow(rt, TC_FSDP_LANE_CALLER, TC_FSDP_LANE_REDUCE, TC_FSDP_EV_FORK);
+    return tc_fsdp_follow(rt, TC_FSDP_LANE_REDUCE, TC_FSDP_LANE_CALLER, TC_FSDP_EV_JOIN);
 }
 
 tcomms_status_t tc_fsdp_reduce_init(tcomms_fsdp_t *rt)
@@ -95,7 +90,7 @@ static tcomms_status_t complete_slot(tcomms_fsdp_t *rt, int si)
     if (rt->eager) { /* zeroed for its next unit, which waits for that (take_slot) */
         tcomms_status_t st = tc_fsdp_zero(rt, s->data, un->gslot_bytes, TCOMMS_UINT8);
         if (st == TCOMMS_SUCCESS)
-            st = tc_fsdp_signal(rt, TC_FSDP_LANE_REDUCE, EV_SLOTS + si);
+            st = tc_fsdp_signal(rt, TC_FSDP_LANE_REDUCE, TC_FSDP_EV_SLOTS + si);
         if (st == TCOMMS_SUCCESS)
             st = tc_fsdp_signal(rt, TC_FSDP_LANE_REDUCE, unit_ev(rt, s->unit));
         if (st != TCOMMS_SUCCESS)
@@ -148,7 +143,7 @@ static tcomms_status_t take_eager(tcomms_fsdp_t *rt, int unit)
     for (int i = 0; i < rt->ngslots; i++)
         if (rt->gslots[i].state == TC_FSDP_EMPTY && (si < 0 || rt->gslots[i].stamp < rt->gslots[si].stamp))
             si = i;
-    tcomms_status_t st = tc_fsdp_await(rt, TC_FSDP_LANE_CALLER, EV_SLOTS + si);
+    tcomms_status_t st = tc_fsdp_await(rt, TC_FSDP_LANE_CALLER, TC_FSDP_EV_SLOTS + si);
     if (st != TCOMMS_SUCCESS)
         return st;
     rt->gslots[si].unit = unit;
@@ -417,7 +412,10 @@ tcomms_status_t tcomms_fsdp_root_post_backward(tcomms_fsdp_t *rt)
     if (!rt->is_last)
         return TCOMMS_SUCCESS;
     rt->phase = TC_FSDP_REDUCING;
-    return last_reductions(rt);
+    /* The optimizer comes next and writes the main params (and the weight shards), which a prefetch's copy-in on
+     * the gather lane may still be reading. */
+    st = tc_fsdp_gather_settle(rt);
+    return st == TCOMMS_SUCCESS ? last_reductions(rt) : st;
 }
 
 tcomms_status_t tc_fsdp_grad_settle(tcomms_fsdp_t *rt, int b)

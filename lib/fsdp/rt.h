@@ -98,9 +98,10 @@ typedef struct tc_fsdp_ops {
     int (*on_device)(void *dev, const void *p); /* 1 when `p` is memory the element-wise work can address */
     void (*close)(void *dev);                   /* after a sync: release `dev` */
     /* Lanes, where work is queued asynchronously (a GPU; NULL on the host, where work is done when called): the
-     * caller's stream and the runtime's reduction stream (TC_FSDP_LANE_*), made with `nevents` events by lanes().
-     * lane() picks where later work goes and returns its stream (for collectives' opts.stream); signal records
-     * event `ev` at the end of a lane's queued work and await makes a lane's later work wait for it. */
+     * caller's stream and the runtime's reduction and gather streams (TC_FSDP_LANE_*), made with `nevents` events
+     * by lanes(). lane() picks where later work goes and returns its stream (for collectives' opts.stream);
+     * signal records event `ev` at the end of a lane's queued work and await makes a lane's later work wait for
+     * it. */
     tcomms_status_t (*lanes)(void *dev, int nevents);
     tcomms_status_t (*lane)(void *dev, int lane, void **stream);
     tcomms_status_t (*signal)(void *dev, int lane, int ev);
@@ -109,8 +110,13 @@ typedef struct tc_fsdp_ops {
 
 extern const tc_fsdp_ops_t tc_fsdp_host_ops;
 
-/* The lanes: config.stream, and the stream where a gradient slot's reduction is queued at post_backward. */
-enum { TC_FSDP_LANE_CALLER, TC_FSDP_LANE_REDUCE };
+/* The lanes: config.stream, the stream where a gradient slot's reduction is queued at post_backward, and the one
+ * where a unit buffer is filled and all-gathered. */
+enum { TC_FSDP_LANE_CALLER, TC_FSDP_LANE_REDUCE, TC_FSDP_LANE_GATHER };
+
+/* The lanes' events: the reduction lane waits for the caller's (fork) and the reverse (join), the same two for the
+ * gather lane, then one per gradient slot (zeroed again) and one per unit (its latest additions done). */
+enum { TC_FSDP_EV_FORK, TC_FSDP_EV_JOIN, TC_FSDP_EV_GATHER_FORK, TC_FSDP_EV_GATHER_JOIN, TC_FSDP_EV_SLOTS };
 
 /* A ZeRO-3 unit buffer (BUSY: all-gather in flight) or a ZeRO-2/3 gradient slot (BUSY: handed out to a unit,
  * READY: its reduce-scatter is in flight). */
@@ -145,7 +151,8 @@ struct tcomms_fsdp {
     int nubufs;
     tc_fsdp_buf_t *gslots; /* ZeRO-2/3 gradient slots */
     int ngslots;
-    int eager;             /* a slot's reduction and add are queued on the reduction lane at post (reduce.c) */
+    int eager;             /* the device made the lanes: a slot's reduction and add are queued on the reduction
+                              lane at post (reduce.c), a unit's copy-in and all-gather on the gather lane (gather.c) */
     void *staging;         /* hybrid: one intra shard of main params, for install_weights */
     uint64_t clock;
 
@@ -173,6 +180,9 @@ tcomms_status_t tc_fsdp_param_entry(const tcomms_fsdp_t *rt, int param_id, const
 int tc_fsdp_zero3(const tcomms_fsdp_t *rt);
 /* The strategy reduce-scatters every microbatch from gradient slots (ZeRO-2/3). */
 int tc_fsdp_slots(const tcomms_fsdp_t *rt);
+/* ZeRO-3 whose all-gathers cast the main params straight into the unit buffers: no optimizer_casts, and the main
+ * piece is this rank's whole shard (not hybrid sharding). Such buckets keep no weight shard. */
+int tc_fsdp_casts_in(const tcomms_fsdp_t *rt);
 
 /* bucket.c */
 tcomms_status_t tc_fsdp_build_buckets(tcomms_fsdp_t *rt);
@@ -189,6 +199,9 @@ tcomms_status_t tc_fsdp_release(tcomms_fsdp_t *rt, int unit, tcomms_fsdp_dir_t d
 tcomms_status_t tc_fsdp_drop_gathered(tcomms_fsdp_t *rt, int force, const char *fn);
 /* The gathered weights of `unit` when it has any (waiting for their all-gather), else NULL. */
 tcomms_status_t tc_fsdp_gathered(tcomms_fsdp_t *rt, int unit, void **data);
+/* The caller's lane waits for everything queued on the gather lane: before the caller writes what a unit
+ * buffer's copy-in may still read (main params, weight shards). Nothing to do without lanes. */
+tcomms_status_t tc_fsdp_gather_settle(tcomms_fsdp_t *rt);
 
 /* window.c: after finalize's agreement, move the unit buffers and gradient slots into symmetric windows where
  * config->windows and the backend allow (collective over groups->members); tc_fsdp_pool_free frees either kind. */
@@ -236,6 +249,8 @@ tcomms_status_t tc_fsdp_sync(tcomms_fsdp_t *rt);
 tcomms_status_t tc_fsdp_lane(tcomms_fsdp_t *rt, int lane);
 tcomms_status_t tc_fsdp_signal(tcomms_fsdp_t *rt, int lane, int ev);
 tcomms_status_t tc_fsdp_await(tcomms_fsdp_t *rt, int lane, int ev);
+/* Lane `to` waits for the work queued so far on lane `from`, through event `ev`. */
+tcomms_status_t tc_fsdp_follow(tcomms_fsdp_t *rt, int from, int to, int ev);
 /* Pick rt->ops from groups.members' device (finalize); tc_fsdp_ops_close returns to the host ops (destroy). */
 tcomms_status_t tc_fsdp_ops_open(tcomms_fsdp_t *rt);
 void tc_fsdp_ops_close(tcomms_fsdp_t *rt);

@@ -56,6 +56,11 @@ int tc_fsdp_slots(const tcomms_fsdp_t *rt)
     return rt->cfg.strategy >= TCOMMS_FSDP_OPTIM_GRADS;
 }
 
+int tc_fsdp_casts_in(const tcomms_fsdp_t *rt)
+{
+    return tc_fsdp_zero3(rt) && !rt->cfg.optimizer_casts && rt->cfg.outer != TCOMMS_FSDP_OUTER_OPTIM;
+}
+
 static tcomms_status_t check_config(const tcomms_fsdp_config_t *c)
 {
     const char *fn = "tcomms_fsdp_create";
