@@ -202,10 +202,10 @@ void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
 /* Scratch starts at recvbuf's offset modulo TCU_SCRATCH_ALIGN. A message that lands in scratch usually comes from
  * the peer's copy of the same buffer (in-place all_to_all: block q of its recvbuf into block q of our scratch), and
  * ranks allocate alike, so source and destination then share their offset within a cache line. That matters for a
- * rendezvous, which the kernel copies (process_vm_readv, cma): on the AMD EPYC host of docs/perf.md its copy ran
- * 4-7x slower when the destination lay 4-28 bytes past the source within a 64-byte line than when they were
- * aligned alike, and malloc's scratch (16 bytes into a page) against a page-aligned buffer is such a case
- * (issue 29's single-copy work). */
+ * rendezvous, which the kernel copies (process_vm_readv, cma) with rep movsb: on AMD EPYC that copy is several times
+ * slower when the destination's offset within a line lies a little past the source's, and malloc's scratch (16
+ * bytes into a page) against a page-aligned user buffer was such a case (docs/perf.md, "what limits the 2-rank
+ * large copies"). */
 static unsigned char *scratch_view(const tcu_task_t *t)
 {
     if (t->scratch_mem == NULL)
