@@ -10,7 +10,8 @@
 # failure state the core keeps for every backend (test_abort), a handle outliving its communicator and a backend's
 # failure reported through the core (test_lifetime), timeouts that name the ranks that never posted the operation
 # and the TCOMMS_TRACE_DUMP files (test_flight), survivors shrinking a communicator after a rank died
-# (test_shrink). They share the fork harness and reference in
+# (test_shrink), in-place collectives whose messages land in the UCX engine's scratch, at every offset of the buffer
+# within a cache line (test_ucx_scratch). They share the fork harness and reference in
 # tests/libmrank.la, and use only the public API except where noted.
 # make check runs test_coll on 1-4 ranks and test_ucx_algo on 2-4; `make check-long` runs test_coll on 1-8 and
 # test_ucx_algo on 5-8 (5-8 oversubscribe a small machine).
@@ -24,7 +25,7 @@ tests_libmrank_la_CFLAGS = $(test_cflags)
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
 	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
 	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo tests/test_ucx_algo tests/test_abort \
-	tests/test_lifetime tests/test_flight tests/test_shrink
+	tests/test_lifetime tests/test_flight tests/test_shrink tests/test_ucx_scratch
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -110,6 +111,10 @@ tests_test_handles_CFLAGS = $(test_cflags)
 tests_test_handles_LDADD = $(mrank_ldadd)
 
 # links the core statically: it tests tc_mean_from_words too
+tests_test_ucx_scratch_SOURCES = tests/test_ucx_scratch.c
+tests_test_ucx_scratch_CFLAGS = $(test_cflags)
+tests_test_ucx_scratch_LDADD = $(mrank_ldadd)
+
 tests_test_avg_SOURCES = tests/test_avg.c
 tests_test_avg_CFLAGS = $(test_cflags)
 tests_test_avg_LDADD = $(mrank_core_ldadd)

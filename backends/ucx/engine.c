@@ -199,17 +199,36 @@ void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
     track(t, r, peer, 0, slot, bytes);
 }
 
+/* Scratch starts at recvbuf's offset modulo TCU_SCRATCH_ALIGN. A message that lands in scratch usually comes from
+ * the peer's copy of the same buffer (in-place all_to_all: block q of its recvbuf into block q of our scratch), and
+ * ranks allocate alike, so source and destination then share their offset within a cache line. That matters for a
+ * rendezvous, which the kernel copies (process_vm_readv, cma) with rep movsb: on AMD EPYC that copy is several times
+ * slower when the destination's offset within a line lies a little past the source's, and malloc's scratch (16
+ * bytes into a page) against a page-aligned user buffer was such a case (docs/perf.md, "what limits the 2-rank
+ * large copies"). */
+static unsigned char *scratch_view(const tcu_task_t *t)
+{
+    if (t->scratch_mem == NULL)
+        return NULL;
+    return t->scratch_mem + (uintptr_t)t->a.recvbuf % TCU_SCRATCH_ALIGN;
+}
+
 void *tcu_scratch(tcu_task_t *t, size_t bytes)
 {
-    if (bytes <= t->cap_scratch && t->scratch)
-        return t->scratch;
-    size_t cap = bytes < 256 ? 256 : bytes;
-    unsigned char *p = realloc(t->scratch, cap);
-    if (p == NULL)
-        return NULL;
-    t->scratch = p;
-    t->cap_scratch = cap;
-    return p;
+    if (bytes > t->cap_scratch || t->scratch_mem == NULL) {
+        size_t cap = bytes < 256 ? 256 : bytes;
+        void *p;
+        if (cap > SIZE_MAX - TCU_SCRATCH_ALIGN || posix_memalign(&p, TCU_SCRATCH_ALIGN, cap + TCU_SCRATCH_ALIGN) != 0)
+            return NULL;
+        unsigned char *old = scratch_view(t);
+        if (old != NULL) /* keep what the task wrote there, as realloc would */
+            memcpy((unsigned char *)p + (old - t->scratch_mem), old, t->cap_scratch);
+        free(t->scratch_mem);
+        t->scratch_mem = p;
+        t->cap_scratch = cap;
+    }
+    t->scratch = scratch_view(t);
+    return t->scratch;
 }
 
 /* ---- ending a task ------------------------------------------------------------------------------------------- */
@@ -250,8 +269,8 @@ static void recycle(tcu_task_t *t)
     t->cnext->cprev = t->cprev;
     c->nlive--;
     if (c->kept_scratch + t->cap_scratch > KEEP_SCRATCH) {
-        free(t->scratch);
-        t->scratch = NULL;
+        free(t->scratch_mem);
+        t->scratch = t->scratch_mem = NULL;
         t->cap_scratch = 0;
     }
     c->kept_scratch += t->cap_scratch;
@@ -305,12 +324,14 @@ static void start_queued(tcu_task_t *done)
     if (t == &c->bigq)
         return;
     if (done->cap_scratch > t->cap_scratch) {
-        unsigned char *p = t->scratch;
+        unsigned char *p = t->scratch_mem;
         size_t cap = t->cap_scratch;
-        t->scratch = done->scratch;
+        t->scratch_mem = done->scratch_mem;
         t->cap_scratch = done->cap_scratch;
-        done->scratch = p;
+        done->scratch_mem = p;
         done->cap_scratch = cap;
+        t->scratch = scratch_view(t);
+        done->scratch = scratch_view(done);
     }
     dequeue_big(t);
     c->big_running++;
@@ -545,6 +566,7 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
         return c->core->error(TCOMMS_ERR_NO_MEMORY, "ucx %s on '%s': out of memory copying counts",
                               tcu_coll_name(a->type), c->name);
     }
+    t->scratch = scratch_view(t); /* kept from an earlier task: at this task's offset */
     t->rank = c->rank;
     t->size = c->size;
     t->esize = c->core->dtype_size(a->dtype);
@@ -617,7 +639,7 @@ void tcu_task_destroy(tcu_task_t *t)
     free(t->msg);
     free(t->reqs);
     free(t->varrays);
-    free(t->scratch);
+    free(t->scratch_mem);
     free(t);
 }
 

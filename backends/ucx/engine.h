@@ -69,7 +69,8 @@ struct tcu_task {
     int nreqs, cap_reqs;
     size_t *varrays;        /* storage for the copied v-variant arrays */
     size_t cap_varrays;
-    unsigned char *scratch;
+    unsigned char *scratch;      /* the view tcu_scratch returns: scratch_mem at recvbuf's offset modulo 64 */
+    unsigned char *scratch_mem;  /* the allocation (64-byte aligned, cap_scratch + TCU_SCRATCH_ALIGN bytes) */
     size_t cap_scratch;
     struct tcu_task *anext, *aprev; /* the context's list of running tasks */
     struct tcu_task *rnext, *rprev; /* the context's list of ready tasks, while `ready` */
@@ -86,8 +87,11 @@ void tcu_send(tcu_task_t *t, int peer, unsigned slot, const void *buf, size_t by
 void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes);
 
 /* This task's scratch memory, at least `bytes` long and kept across steps (ask once, at round 0; asking again with
- * a larger size may move it). Scratch is reused from task to task, so it is not zeroed. NULL when out of memory:
- * return tcu_fail(t, TCOMMS_ERR_NO_MEMORY, ...) or simply TCOMMS_ERR_NO_MEMORY. */
+ * a larger size may move it, keeping its contents). Scratch is reused from task to task, so it is not zeroed. It
+ * starts at the same offset modulo TCU_SCRATCH_ALIGN as a.recvbuf (engine.c says why: the kernel's copy of a
+ * rendezvous message is several times slower between buffers that are not). NULL when out of memory: return
+ * tcu_fail(t, TCOMMS_ERR_NO_MEMORY, ...) or simply TCOMMS_ERR_NO_MEMORY. */
+#define TCU_SCRATCH_ALIGN 64
 void *tcu_scratch(tcu_task_t *t, size_t bytes);
 
 /* Fail the task with `status` and a message (the engine prefixes the operation and communicator); returns status so
