@@ -66,7 +66,7 @@ static void note_completion(tcu_task_t *t, ucs_status_t st)
     t->pending--;
     if (st != UCS_OK && st != UCS_ERR_CANCELED && t->ucs_error == 0)
         t->ucs_error = (int)st;
-    if (t->pending == 0 || st != UCS_OK)
+    if ((t->pending == 0 || st != UCS_OK) && !t->watched)
         tcu_task_ready(t);
 }
 

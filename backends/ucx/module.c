@@ -57,7 +57,7 @@ static const tcu_algo_t *choose(const tcu_comm_t *c, const tcomms_coll_args_t *a
 /* A blocking call outside a group that is one exchange on 2 ranks runs on the communicator's pair task (pair.c). */
 static int pair_call(tcu_comm_t *c, const tcomms_coll_args_t *a)
 {
-    return (a->flags & TCOMMS_COLL_FLAG_INLINE) && c->size == 2 && tcu_pair_fits(c, a);
+    return (a->flags & TCOMMS_COLL_FLAG_INLINE) && c->size == 2 && tcu_pair_type(a->type) && tcu_pair_fits(c, a);
 }
 
 static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
@@ -94,8 +94,10 @@ static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwo
     /* A blocking call outside a group waits right here, under the lock already held, and a success hands back no
      * handle (TCOMMS_COLL_FLAG_INLINE): no second and third lock round trip for the wait and the free. Failures,
      * and an operation still running after its timeout, go back as a handle, whose wait reports them as before. */
+    uint64_t timeout_ns = (uint64_t)a->timeout_ms * 1000000ull;
     if (st == TCOMMS_SUCCESS && (a->flags & TCOMMS_COLL_FLAG_INLINE) &&
-        tcu_drive(x, tcu_task_final, t, (uint64_t)a->timeout_ms * 1000000ull) && t->status == TCOMMS_SUCCESS) {
+        (t->algo == &tcu_algo_pair ? tcu_pair_wait(t, timeout_ns) : tcu_drive(x, tcu_task_final, t, timeout_ns)) &&
+        t->status == TCOMMS_SUCCESS) {
         tcu_task_release(t);
         t = NULL;
     }

@@ -78,8 +78,29 @@ tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t 
     t->reduce = f->reduce;
     t->sync = 0;
     t->big = 0;
+    t->watched = 1;
     tcu_task_launch(t, c, &tcu_algo_pair, TCU_KIND_COLL, tcu_coll_low(seq, f->shape));
     return t;
+}
+
+/* The caller's wait watches the task's messages itself and advances it when they are done: no ready list and no
+ * sweep for a task whose caller is looking at it anyway. tcu_drive's wait is otherwise the same (clock, deadlines,
+ * yield, sleep). A failed message (ucs_error) is advanced the same way, into tcu_task_fail. */
+static int pair_done(void *arg)
+{
+    tcu_task_t *t = arg;
+    if (t->status == TCOMMS_IN_PROGRESS && (t->pending == 0 || t->ucs_error))
+        tcu_task_advance(t); /* the local work and the end, or the failure */
+    return t->status != TCOMMS_IN_PROGRESS;
+}
+
+int tcu_pair_wait(tcu_task_t *t, uint64_t timeout_ns)
+{
+    int done = tcu_drive(t->comm->ctx, pair_done, t, timeout_ns);
+    t->watched = 0; /* from here on, a handle's wait: completions put it on the ready list again */
+    if (!done && (t->pending == 0 || t->ucs_error))
+        tcu_task_ready(t);
+    return done;
 }
 
 /* Round 0 posts the exchange, send first (the peer waits for it); round 1 does the local work. Out of place the

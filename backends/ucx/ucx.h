@@ -176,6 +176,7 @@ void tcu_route_ucx_logs(const tcomms_core_t *core);
 
 /* Running tasks' deadlines and shapes are looked at this often. */
 #define TCU_CHECK_EVERY_NS (100ull * 1000 * 1000)
+
 /* Progress the worker on the calling thread until done(arg) or `timeout_ns` have passed (UINT64_MAX: no limit);
  * returns done(arg). The timeout counts from the wait's first clock reading, a few polls in. Spins for
  * ctx->spin_ns, then sleeps on the worker's event fd. Lock held (dropped while sleeping). */
@@ -250,12 +251,20 @@ const tcu_algo_t *tcu_select(const tcu_comm_t *c, const tcomms_coll_args_t *a, s
 
 /* The algorithm of those calls: one send and one receive, the same messages as the algorithm select.c picks. */
 extern const tcu_algo_t tcu_algo_pair;
+/* The types that may: a test before tcu_pair_fits, so that other calls pay no function call. */
+static inline int tcu_pair_type(tcomms_coll_type_t type)
+{
+    return type == TCOMMS_COLL_ALL_REDUCE || type == TCOMMS_COLL_ALL_GATHER || type == TCOMMS_COLL_REDUCE_SCATTER ||
+           type == TCOMMS_COLL_ALL_TO_ALL;
+}
 /* Whether the call `a` (blocking, outside a group) runs as a pair exchange on `c`: 2 ranks, all_reduce,
  * all_gather, reduce_scatter or all_to_all of a small message, no algorithm forced. Lock not needed. */
 int tcu_pair_fits(tcu_comm_t *c, const tcomms_coll_args_t *a);
 /* Start collective number `seq` as a pair exchange (tcu_pair_fits said yes); NULL when out of memory (then the
  * generic path runs it). Lock held. */
 tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq);
+/* Wait for it as tcu_drive(ctx, tcu_task_final, t, timeout_ns) does; returns whether it ended. Lock held. */
+int tcu_pair_wait(tcu_task_t *t, uint64_t timeout_ns);
 
 /* ---- basic.c: the algorithms with no choice ------------------------------------------------------------------- */
 
