@@ -176,7 +176,6 @@ void tcu_route_ucx_logs(const tcomms_core_t *core);
 
 /* Running tasks' deadlines and shapes are looked at this often. */
 #define TCU_CHECK_EVERY_NS (100ull * 1000 * 1000)
-
 /* Progress the worker on the calling thread until done(arg) or `timeout_ns` have passed (UINT64_MAX: no limit);
  * returns done(arg). The timeout counts from the wait's first clock reading, a few polls in. Spins for
  * ctx->spin_ns, then sleeps on the worker's event fd. Lock held (dropped while sleeping). */
@@ -258,10 +257,11 @@ static inline int tcu_pair_type(tcomms_coll_type_t type)
            type == TCOMMS_COLL_ALL_TO_ALL;
 }
 /* Whether the call `a` (blocking, outside a group) runs as a pair exchange on `c`: 2 ranks, all_reduce,
- * all_gather, reduce_scatter or all_to_all of a small message, no algorithm forced. Lock not needed. */
+ * all_gather, reduce_scatter or all_to_all of a small message, no algorithm forced. Keeps the facts of the call in
+ * c->pair_facts without the lock: calls on one communicator are serialised by the caller. */
 int tcu_pair_fits(tcu_comm_t *c, const tcomms_coll_args_t *a);
-/* Start collective number `seq` as a pair exchange (tcu_pair_fits said yes); NULL when out of memory (then the
- * generic path runs it). Lock held. */
+/* Start collective number `seq` as a pair exchange (tcu_pair_fits said yes); NULL when out of memory or while an
+ * earlier call's failure still holds the task (then the generic path runs it). Lock held. */
 tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq);
 /* Wait for it as tcu_drive(ctx, tcu_task_final, t, timeout_ns) does; returns whether it ended. Lock held. */
 int tcu_pair_wait(tcu_task_t *t, uint64_t timeout_ns);
