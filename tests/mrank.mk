@@ -24,8 +24,8 @@ tests_libmrank_la_CFLAGS = $(test_cflags)
 
 mrank_tests = tests/test_coll tests/test_split tests/test_badinput tests/test_peer_death tests/test_store_reset \
 	tests/test_store_flood tests/test_ucx_config tests/test_mismatch tests/test_call_check tests/test_away \
-	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo tests/test_ucx_algo tests/test_abort \
-	tests/test_lifetime tests/test_flight tests/test_shrink tests/test_ucx_scratch
+	tests/test_handles tests/test_avg tests/test_split_agree tests/test_topo tests/test_ucx_algo tests/test_ucx_pair \
+	tests/test_abort tests/test_lifetime tests/test_flight tests/test_shrink tests/test_ucx_scratch
 check_PROGRAMS += $(mrank_tests) tests/peer_death_prog
 TESTS += $(mrank_tests)
 
@@ -69,6 +69,9 @@ tests_test_ucx_config_SOURCES = tests/test_ucx_config.c
 tests_test_ucx_config_CFLAGS = $(test_cflags)
 tests_test_ucx_config_LDADD = $(mrank_ldadd)
 
+tests_test_ucx_pair_SOURCES = tests/test_ucx_pair.c
+tests_test_ucx_pair_CFLAGS = $(test_cflags)
+tests_test_ucx_pair_LDADD = $(mrank_ldadd)
 tests_test_ucx_algo_SOURCES = tests/test_ucx_algo.c
 tests_test_ucx_algo_CFLAGS = $(test_cflags)
 tests_test_ucx_algo_LDADD = $(mrank_ldadd)

@@ -30,6 +30,8 @@ static void free_comm(tcu_comm_t *c)
         c->free = t->cnext;
         tcu_task_destroy(t);
     }
+    if (c->pair)
+        tcu_task_destroy(c->pair);
     free(c->eps);
     free(c->send_seq);
     free(c->recv_seq);

@@ -66,7 +66,7 @@ static void note_completion(tcu_task_t *t, ucs_status_t st)
     t->pending--;
     if (st != UCS_OK && st != UCS_ERR_CANCELED && t->ucs_error == 0)
         t->ucs_error = (int)st;
-    if (t->pending == 0 || st != UCS_OK)
+    if ((t->pending == 0 || st != UCS_OK) && !t->watched)
         tcu_task_ready(t);
 }
 
@@ -267,6 +267,10 @@ static void recycle(tcu_task_t *t)
     tcu_comm_t *c = t->comm;
     t->cprev->cnext = t->cnext;
     t->cnext->cprev = t->cprev;
+    if (t == c->pair) { /* not on the free list: idle again (pair.c) */
+        t->cnext = t->cprev = NULL;
+        return;
+    }
     c->nlive--;
     if (c->kept_scratch + t->cap_scratch > KEEP_SCRATCH) {
         free(t->scratch_mem);
@@ -567,10 +571,24 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
                               tcu_coll_name(a->type), c->name);
     }
     t->scratch = scratch_view(t); /* kept from an earlier task: at this task's offset */
-    t->rank = c->rank;
-    t->size = c->size;
     t->esize = c->core->dtype_size(a->dtype);
     t->reduce = is_reducing(a->type) ? c->core->reduce_fn(a->dtype, a->op) : NULL;
+    t->sync = kind == TCU_KIND_COLL && tcu_shape_rooted(a->type);
+    uint32_t low = seq; /* send/recv: the per-peer sequence */
+    if (kind == TCU_KIND_BOOT)
+        low = (seq & TCU_BOOT_HASH_MASK) << TCU_SHAPE_SHIFT;
+    else if (kind == TCU_KIND_COLL)
+        low = tcu_coll_low(seq, tcu_shape(a));
+    t->big = kind == TCU_KIND_COLL && is_big(c, a, t->esize);
+    tcu_task_launch(t, c, algo, kind, low);
+    *out = t;
+    return TCOMMS_SUCCESS;
+}
+
+void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low)
+{
+    t->rank = c->rank;
+    t->size = c->size;
     t->round = 0;
     memset(t->state, 0, sizeof(t->state));
     t->comm = c;
@@ -578,25 +596,18 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     t->algo = algo;
     t->kind = kind;
     t->p2p = kind == TCU_KIND_P2P;
-    t->sync = kind == TCU_KIND_COLL && tcu_shape_rooted(a->type);
     int crowded = tcu_oversubscribed(c->ctx);
     t->rndv_from = t->reduce ? (crowded ? SIZE_MAX : REDUCE_RNDV_BYTES)
                              : (crowded ? COPY_RNDV_CROWDED_BYTES : COPY_RNDV_BYTES);
-    uint32_t low = seq; /* send/recv: the per-peer sequence */
-    if (kind == TCU_KIND_BOOT)
-        low = (seq & TCU_BOOT_HASH_MASK) << TCU_SHAPE_SHIFT;
-    else if (kind == TCU_KIND_COLL)
-        low = (seq & ((1u << TCU_SEQ_BITS) - 1)) << TCU_SEQ_SHIFT | tcu_shape(a) << TCU_SHAPE_SHIFT;
     t->tag_base = tcu_tag(kind, c->cid, 0, low);
     tcu_ctx_t *x = c->ctx;
     x->last_post_ns = tc_now_coarse_ns();
-    t->deadline_ns = x->last_post_ns + COARSE_SLACK_NS + (uint64_t)a->timeout_ms * 1000000ull;
+    t->deadline_ns = x->last_post_ns + COARSE_SLACK_NS + (uint64_t)t->a.timeout_ms * 1000000ull;
     t->status = TCOMMS_IN_PROGRESS;
     t->ucs_error = 0;
     t->error_peer = -1;
     t->pending = t->ready = t->nreqs = t->posting = t->owes = 0;
     t->held = 1;
-    t->big = kind == TCU_KIND_COLL && is_big(c, a, t->esize);
     t->queued = 0;
     if (t->big && c->big_running >= BIG_RUNNING)
         enqueue_big(t);
@@ -623,8 +634,6 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
         tcu_thread_wake(x);
     if (!t->queued)
         tcu_task_advance(t);
-    *out = t;
-    return TCOMMS_SUCCESS;
 }
 
 void tcu_task_release(tcu_task_t *t)

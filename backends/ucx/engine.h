@@ -61,6 +61,7 @@ struct tcu_task {
     size_t post_bytes;
     int post_peer;
     int ready;              /* on the context's ready list: the round is over or a request failed (engine.c) */
+    int watched;            /* its caller watches `pending` itself and advances it (pair.c): off the ready list */
     int held;               /* the caller still holds the handle */
     int big;                /* a collective whose message is at least TCU_BIG_BYTES (engine.c) */
     int owes;               /* received a message that may have come by rendezvous (engine.c: OWE_BYTES) */

@@ -54,6 +54,12 @@ static const tcu_algo_t *choose(const tcu_comm_t *c, const tcomms_coll_args_t *a
     return c->size == 1 ? &tcu_algo_alone : tcu_select(c, a, c->core->dtype_size(a->dtype));
 }
 
+/* A blocking call outside a group that is one exchange on 2 ranks runs on the communicator's pair task (pair.c). */
+static int pair_call(tcu_comm_t *c, const tcomms_coll_args_t *a)
+{
+    return (a->flags & TCOMMS_COLL_FLAG_INLINE) && c->size == 2 && tcu_pair_type(a->type) && tcu_pair_fits(c, a);
+}
+
 static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwork)
 {
     tcu_comm_t *c = bcomm;
@@ -73,21 +79,25 @@ static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwo
         pthread_mutex_unlock(&x->lock);
         return st;
     }
+    tcu_task_t *t = NULL;
     if (a->type == TCOMMS_COLL_SEND || a->type == TCOMMS_COLL_RECV) {
         algo = &tcu_algo_p2p;
         kind = TCU_KIND_P2P;
         seq = a->type == TCOMMS_COLL_SEND ? c->send_seq[a->peer]++ : c->recv_seq[a->peer]++;
     } else {
-        algo = choose(c, a);
         seq = c->coll_seq++;
+        if (pair_call(c, a))
+            t = tcu_pair_start(c, a, seq);
+        algo = t != NULL ? &tcu_algo_pair : choose(c, a);
     }
-    tcu_task_t *t = NULL;
-    tcomms_status_t st = tcu_task_start(c, a, algo, kind, seq, &t);
+    tcomms_status_t st = t != NULL ? TCOMMS_SUCCESS : tcu_task_start(c, a, algo, kind, seq, &t);
     /* A blocking call outside a group waits right here, under the lock already held, and a success hands back no
      * handle (TCOMMS_COLL_FLAG_INLINE): no second and third lock round trip for the wait and the free. Failures,
      * and an operation still running after its timeout, go back as a handle, whose wait reports them as before. */
+    uint64_t timeout_ns = (uint64_t)a->timeout_ms * 1000000ull;
     if (st == TCOMMS_SUCCESS && (a->flags & TCOMMS_COLL_FLAG_INLINE) &&
-        tcu_drive(x, tcu_task_final, t, (uint64_t)a->timeout_ms * 1000000ull) && t->status == TCOMMS_SUCCESS) {
+        (t->algo == &tcu_algo_pair ? tcu_pair_wait(t, timeout_ns) : tcu_drive(x, tcu_task_final, t, timeout_ns)) &&
+        t->status == TCOMMS_SUCCESS) {
         tcu_task_release(t);
         t = NULL;
     }
@@ -164,7 +174,7 @@ static const char *algorithm(void *bcomm, const tcomms_coll_args_t *a)
 {
     if (a->type == TCOMMS_COLL_SEND || a->type == TCOMMS_COLL_RECV)
         return NULL;
-    return choose(bcomm, a)->name;
+    return pair_call(bcomm, a) ? tcu_algo_pair.name : choose(bcomm, a)->name;
 }
 
 static const char *const honoured_hints[] = {NULL};

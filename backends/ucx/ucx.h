@@ -38,6 +38,12 @@ static inline uint64_t tcu_tag(int kind, uint32_t cid, int src, uint32_t low)
            ((uint64_t)(uint32_t)src << TCU_SRC_SHIFT) | (low & TCU_LOW_MASK);
 }
 
+/* The low tag bits of collective number `seq` with shape code `shape`. */
+static inline uint32_t tcu_coll_low(uint32_t seq, unsigned shape)
+{
+    return (seq & ((1u << TCU_SEQ_BITS) - 1)) << TCU_SEQ_SHIFT | shape << TCU_SHAPE_SHIFT;
+}
+
 /* The shape code of a collective (shape.c): the same on every rank that makes the same call. */
 unsigned tcu_shape(const tcomms_coll_args_t *a);
 /* What a shape code says, for messages: "all_reduce (float32, sum)"; `size` decodes roots exactly up to 29 ranks. */
@@ -137,6 +143,15 @@ struct tcu_comm {
     int keep;                                /* free tasks kept (engine.c: trim) */
     uint64_t keep_ns;                        /* when a busy spell last needed about `keep` tasks */
     size_t kept_scratch;                     /* scratch bytes held by free tasks */
+    tcu_task_t *pair;                        /* the task of blocking single exchanges on 2 ranks (pair.c), NULL
+                                                until the first; never on the free list, idle while cnext is NULL */
+    struct tcu_pair_facts {                  /* the last call pair.c looked at, and what it decided */
+        uint32_t key;                        /* type, dtype and op; 0: none yet */
+        int fits;
+        size_t count, esize;
+        unsigned shape;
+        tcomms_reduce_fn_t reduce;
+    } pair_facts;
 };
 
 /* ---- context.c ------------------------------------------------------------------------------------------------ */
@@ -184,6 +199,9 @@ void tcu_thread_wake(tcu_ctx_t *ctx);
  * first step, and hand back the task (the caller's handle). Lock held. */
 tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const tcu_algo_t *algo, int kind,
                                uint32_t seq, tcu_task_t **out);
+/* The part of tcu_task_start after the facts of the call: `t` has its a, esize, reduce, sync and big set; `low` is
+ * the tag's low bits. Links the task, runs its first step. Lock held. */
+void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low);
 /* Run steps while the current round is complete. Lock held. */
 void tcu_task_advance(tcu_task_t *t);
 /* Put `t` on the context's ready list (once) for the next sweep; take it off. Lock held. */
@@ -227,6 +245,26 @@ const char *tcu_coll_name(tcomms_coll_type_t type);
 tcomms_status_t tcu_select_init(tcu_comm_t *c);
 /* The algorithm for `a` on `c`: the forced one, else the first matching row of the operation's table. */
 const tcu_algo_t *tcu_select(const tcu_comm_t *c, const tcomms_coll_args_t *a, size_t esize);
+
+/* ---- pair.c: blocking single exchanges on 2 ranks --------------------------------------------------------------- */
+
+/* The algorithm of those calls: one send and one receive, the same messages as the algorithm select.c picks. */
+extern const tcu_algo_t tcu_algo_pair;
+/* The types that may: a test before tcu_pair_fits, so that other calls pay no function call. */
+static inline int tcu_pair_type(tcomms_coll_type_t type)
+{
+    return type == TCOMMS_COLL_ALL_REDUCE || type == TCOMMS_COLL_ALL_GATHER || type == TCOMMS_COLL_REDUCE_SCATTER ||
+           type == TCOMMS_COLL_ALL_TO_ALL;
+}
+/* Whether the call `a` (blocking, outside a group) runs as a pair exchange on `c`: 2 ranks, all_reduce,
+ * all_gather, reduce_scatter or all_to_all of a small message, no algorithm forced. Keeps the facts of the call in
+ * c->pair_facts without the lock: calls on one communicator are serialised by the caller. */
+int tcu_pair_fits(tcu_comm_t *c, const tcomms_coll_args_t *a);
+/* Start collective number `seq` as a pair exchange (tcu_pair_fits said yes); NULL when out of memory or while an
+ * earlier call's failure still holds the task (then the generic path runs it). Lock held. */
+tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq);
+/* Wait for it as tcu_drive(ctx, tcu_task_final, t, timeout_ns) does; returns whether it ended. Lock held. */
+int tcu_pair_wait(tcu_task_t *t, uint64_t timeout_ns);
 
 /* ---- basic.c: the algorithms with no choice ------------------------------------------------------------------- */
 
