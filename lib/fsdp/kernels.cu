@@ -58,6 +58,35 @@ __device__ void cast_f32_bf16(__nv_bfloat16 *dst, const float *src, unsigned lon
         dst[i] = __float2bfloat16_rn(src[i]);
 }
 
+// d = f * a (+ d when keep) for a bfloat16 block into a float32 shard, the add of every reduce-scatter under
+// config->reduce_dtype bfloat16: the generic path's arithmetic (in double, one rounding to float at the end) without
+// its switch, four elements a load where both sides allow it.
+__device__ double add_one(float d, float a, double f, int keep)
+{
+    const double v = __dmul_rn(f, a);
+    return keep ? __dadd_rn(d, v) : v;
+}
+
+__device__ void add_bf16_f32(float *d, const __nv_bfloat16 *a, double f, int keep, unsigned long long n)
+{
+    unsigned long long i = first();
+    if (reinterpret_cast<unsigned long long>(d) % 16 == 0 && reinterpret_cast<unsigned long long>(a) % 8 == 0) {
+        float4 *d4 = reinterpret_cast<float4 *>(d);
+        const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(a);
+        for (; i < n / 4; i += stride()) {
+            const float2 lo = __bfloat1622float2(a2[2 * i]), hi = __bfloat1622float2(a2[2 * i + 1]);
+            const float4 o = keep ? d4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            d4[i] = make_float4(static_cast<float>(add_one(o.x, lo.x, f, keep)),
+                                static_cast<float>(add_one(o.y, lo.y, f, keep)),
+                                static_cast<float>(add_one(o.z, hi.x, f, keep)),
+                                static_cast<float>(add_one(o.w, hi.y, f, keep)));
+        }
+        i = n / 4 * 4 + first();
+    }
+    for (; i < n; i += stride())
+        d[i] = static_cast<float>(add_one(keep ? d[i] : 0.0f, __bfloat162float(a[i]), f, keep));
+}
+
 } // namespace
 
 extern "C" __global__ void tc_fsdp_k_cast(void *dst, int dt, const void *src, int st, unsigned long long n)
@@ -94,7 +123,10 @@ extern "C" __global__ void tc_fsdp_k_scale(void *buf, int dt, double s, unsigned
 extern "C" __global__ void tc_fsdp_k_add(void *dst, int dt, const void *src, int st, double s, int keep,
                                          unsigned long long n)
 {
-    if (st != dt || !keep) {
+    if (dt == 1 && st == 2) {
+        add_bf16_f32(static_cast<float *>(dst), static_cast<const __nv_bfloat16 *>(src),
+                     static_cast<double>(static_cast<float>(s)), keep, n);
+    } else if (st != dt || !keep) {
         const double f = dt == 1 ? static_cast<double>(static_cast<float>(s)) : s;
         for (unsigned long long i = first(); i < n; i += stride()) {
             const double v = __dmul_rn(f, load(src, i, st));
