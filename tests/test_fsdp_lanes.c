@@ -122,6 +122,18 @@ static int in_range(const range_t *r, int n, const void *p)
     return 0;
 }
 
+/* Whether record i enters side lane `lane`; such an entry must come right after that lane waited for the caller's
+ * (counted into *fails otherwise). */
+static int entry(const scen_t *s, int i, int lane, const char *name, int *fails)
+{
+    if (trace[i].kind != R_LANE || trace[i].lane != lane)
+        return 0;
+    if (i == 0 || trace[i - 1].kind != R_AWAIT || trace[i - 1].lane != lane)
+        *fails += mrank_failf("FAIL %s: record %d: the %s lane entered without waiting for the caller's first",
+                              s->label, i, name);
+    return 1;
+}
+
 /* The gather lane's part of the trace (ZeRO-3): writes into unit buffers there only, the lane entered after it
  * waited for the caller's, the caller's lane waiting for it (a signal there, then the caller's wait). */
 static int check_gathers(const scen_t *s)
@@ -138,12 +150,7 @@ static int check_gathers(const scen_t *s)
         if (r->kind == R_SIGNAL && r->lane == TC_FSDP_LANE_GATHER && i + 1 < ntrace &&
             trace[i + 1].kind == R_AWAIT && trace[i + 1].lane == TC_FSDP_LANE_CALLER)
             joins++;
-        if (r->kind != R_LANE || r->lane != TC_FSDP_LANE_GATHER)
-            continue;
-        entries++;
-        if (i == 0 || trace[i - 1].kind != R_AWAIT || trace[i - 1].lane != TC_FSDP_LANE_GATHER)
-            fails += mrank_failf("FAIL %s: record %d: the gather lane entered without waiting for the caller's "
-                                 "first", s->label, i);
+        entries += entry(s, i, TC_FSDP_LANE_GATHER, "gather", &fails);
     }
     if (fills == 0 || entries == 0 || joins == 0)
         fails += mrank_failf("FAIL %s: %d unit buffer writes, %d gather-lane entries, %d joins: the path did not "
@@ -166,12 +173,7 @@ static int check_trace(const scen_t *s)
         if (r->kind == R_ZERO && r->lane == TC_FSDP_LANE_CALLER && in_range(slots, nslots, r->p))
             fails += mrank_failf("FAIL %s: record %d: a gradient slot zeroed on the caller's lane", s->label, i);
         waits += r->kind == R_AWAIT && r->lane == TC_FSDP_LANE_CALLER;
-        if (r->kind != R_LANE || r->lane != TC_FSDP_LANE_REDUCE)
-            continue;
-        entries++;
-        if (i == 0 || trace[i - 1].kind != R_AWAIT || trace[i - 1].lane != TC_FSDP_LANE_REDUCE)
-            fails += mrank_failf("FAIL %s: record %d: the reduction lane entered without waiting for the caller's "
-                                 "first", s->label, i);
+        entries += entry(s, i, TC_FSDP_LANE_REDUCE, "reduction", &fails);
     }
     if (adds == 0 || entries == 0)
         fails += mrank_failf("FAIL %s: %d adds and %d reduction-lane entries: the path did not run", s->label,
