@@ -45,15 +45,6 @@ void tcu_shape_describe(const tcomms_core_t *core, unsigned shape, int size, cha
 /* Rooted collectives (a rank may only send): their sends complete only once the receiver took them. */
 int tcu_shape_rooted(tcomms_coll_type_t type);
 
-/* A request in flight for a task (engine.c), with the peer it involves. */
-struct tcu_req {
-    void *req;
-    int peer;
-    int send;
-    unsigned slot;
-    size_t bytes; /* a receive's posted length: a shorter message means the ranks' counts differ */
-};
-
 /* ---- the process-wide context ------------------------------------------------------------------------------- */
 
 /* One peer worker, reached by every communicator that has it as a member. */
