@@ -59,7 +59,8 @@ struct tcu_task {
     /* Laid out by cache line (tasks are 64-byte aligned: engine.c, take_task): the lines an operation touches from
      * post to completion cost it a miss each once the operations in flight outgrow the L2, a few hundred of them
      * (docs/perf.md, issue 29, "What the rise from 50 to 5000 in flight is"). Line 3 is what a completion callback
-     * and the sweep touch, line 4 the round's first requests, line 7 what only failures and v-variants use. */
+     * and the sweep touch, line 4 the round's first requests, line 6 the lists and buffers a free task keeps, line 7
+     * the error message, which only a failure touches. */
     const tcomms_core_t *core;
     const tcu_algo_t *algo;
     /* line 3 (offset 192) */
