@@ -4,6 +4,7 @@
  * ending it: success (with the AVG epilogue), or failure (requests cancelled, the communicator broken). Every
  * function here runs with the context lock held. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +117,11 @@ static void track(tcu_task_t *t, void *r, int peer, int send, unsigned slot, siz
         return;
     }
     if (t->nreqs == t->cap_reqs) {
-        int cap = t->cap_reqs ? 2 * t->cap_reqs : 8;
-        struct tcu_req *grown = realloc(t->reqs, (size_t)cap * sizeof(*grown));
+        int cap = 2 * t->cap_reqs < 8 ? 8 : 2 * t->cap_reqs;
+        struct tcu_req *grown = t->reqs == t->inline_reqs ? malloc((size_t)cap * sizeof(*grown))
+                                                          : realloc(t->reqs, (size_t)cap * sizeof(*grown));
+        if (grown != NULL && t->reqs == t->inline_reqs)
+            memcpy(grown, t->inline_reqs, sizeof(t->inline_reqs));
         if (grown == NULL) {
             ucp_request_cancel(t->comm->ctx->worker, r);
             ucp_request_free(r);
@@ -518,6 +522,24 @@ void tcu_task_advance(tcu_task_t *t)
  * 1/HZ), which the slack covers: a deadline fires at most that much late, never early. */
 #define COARSE_SLACK_NS (10ull * 1000 * 1000)
 
+/* The layout engine.h gives a task by cache line holds only if the task starts a line. */
+_Static_assert(offsetof(tcu_task_t, comm) == 3 * 64 && offsetof(tcu_task_t, rprev) + sizeof(void *) <= 4 * 64,
+               "a completion's fields fill line 3 of a task");
+_Static_assert(offsetof(tcu_task_t, inline_reqs) == 4 * 64 && sizeof(struct tcu_req) * TCU_INLINE_REQS <= 64,
+               "the inline requests fill line 4 of a task");
+_Static_assert(offsetof(tcu_task_t, scratch) + sizeof(void *) <= 6 * 64, "a post's fields end with line 5");
+
+tcu_task_t *tcu_task_alloc(void)
+{
+    void *p;
+    if (posix_memalign(&p, 64, sizeof(tcu_task_t)) != 0)
+        return NULL;
+    tcu_task_t *t = memset(p, 0, sizeof(tcu_task_t));
+    t->reqs = t->inline_reqs;
+    t->cap_reqs = TCU_INLINE_REQS;
+    return t;
+}
+
 static tcu_task_t *take_task(tcu_comm_t *c)
 {
     tcu_task_t *t = c->free;
@@ -525,7 +547,7 @@ static tcu_task_t *take_task(tcu_comm_t *c)
         c->free = t->cnext;
         c->nfree--;
         c->kept_scratch -= t->cap_scratch;
-    } else if ((t = calloc(1, sizeof(*t))) == NULL) {
+    } else if ((t = tcu_task_alloc()) == NULL) {
         return NULL;
     }
     if (++c->nlive > c->peak)
@@ -646,7 +668,8 @@ void tcu_task_release(tcu_task_t *t)
 void tcu_task_destroy(tcu_task_t *t)
 {
     free(t->msg);
-    free(t->reqs);
+    if (t->reqs != t->inline_reqs)
+        free(t->reqs);
     free(t->varrays);
     free(t->scratch_mem);
     free(t);

@@ -32,6 +32,18 @@ typedef struct tcu_algo {
     tcu_step_fn step;
 } tcu_algo_t;
 
+/* A request in flight for a task (engine.c), with the peer it involves. Engine only. */
+struct tcu_req {
+    void *req;
+    int peer;
+    int send;
+    unsigned slot;
+    size_t bytes; /* a receive's posted length: a shorter message means the ranks' counts differ */
+};
+/* Requests a task holds without an allocation of their own: a round of two messages (a send and a receive, as in
+ * every round of a 2-rank all_reduce) stays within the task's lines. */
+#define TCU_INLINE_REQS 2
+
 /* A running collective. Algorithms read the fields of the first block and own `state`; everything after the
  * "engine only" line is private to engine.c and progress.c. */
 struct tcu_task {
@@ -44,39 +56,50 @@ struct tcu_task {
     size_t state[4];        /* free for the algorithm; zero at round 0 */
 
     /* ---- engine only ---- */
-    struct tcu_comm *comm;  /* alive while the task is: the core destroys a communicator after its last handle */
+    /* Laid out by cache line (tasks are 64-byte aligned: engine.c, take_task): the lines an operation touches from
+     * post to completion cost it a miss each once the operations in flight outgrow the L2, a few hundred of them
+     * (docs/perf.md, issue 29, "What the rise from 50 to 5000 in flight is"). Line 3 is what a completion callback
+     * and the sweep touch, line 4 the round's first requests, line 6 the lists and buffers a free task keeps, line 7
+     * the error message, which only a failure touches. */
     const tcomms_core_t *core;
     const tcu_algo_t *algo;
+    /* line 3 (offset 192) */
+    struct tcu_comm *comm;  /* alive while the task is: the core destroys a communicator after its last handle */
+    struct tcu_req *reqs;   /* UCX requests of the current round: inline_reqs until a round posts more */
+    int nreqs, cap_reqs;
+    int pending;            /* requests of the current round still in flight */
+    int ucs_error;          /* first failed request's ucs_status_t (or TCU_ERR_SHORT_MESSAGE), 0 when none */
+    int post_peer;
+    unsigned char ready;    /* on the context's ready list: the round is over or a request failed (engine.c) */
+    unsigned char posting;  /* inside tcu_recv's UCX call: a completion it runs there is for post_bytes/post_peer */
+    unsigned char watched;  /* its caller watches `pending` itself and advances it (pair.c): off the ready list */
+    size_t post_bytes;
+    struct tcu_task *rnext, *rprev; /* the context's list of ready tasks, while `ready` */
+    /* line 4 (offset 256) */
+    struct tcu_req inline_reqs[TCU_INLINE_REQS];
+    /* line 5 (offset 320) */
     uint64_t tag_base;      /* kind, communicator id, this operation's sequence number and shape */
-    int kind;               /* TCU_KIND_*: collective, send/recv (no slots, no shape) or creation (no shape) */
-    int p2p;                /* kind == TCU_KIND_P2P */
-    int sync;               /* sends complete only once received (rooted collectives: shape.c) */
     size_t rndv_from;       /* sends this large may go by rendezvous (engine.c, tcu_send) */
     uint64_t deadline_ns;   /* CLOCK_MONOTONIC: the operation fails with TCOMMS_ERR_TIMEOUT after it */
     tcomms_status_t status; /* TCOMMS_IN_PROGRESS until final */
-    int ucs_error;          /* first failed request's ucs_status_t (or TCU_ERR_SHORT_MESSAGE), 0 when none */
-    int error_peer;         /* the peer of that request */
-    int pending;            /* requests of the current round still in flight */
-    int posting;            /* inside tcu_recv's UCX call: a completion it runs there is for post_bytes/post_peer */
-    size_t post_bytes;
-    int post_peer;
-    int ready;              /* on the context's ready list: the round is over or a request failed (engine.c) */
-    int watched;            /* its caller watches `pending` itself and advances it (pair.c): off the ready list */
-    int held;               /* the caller still holds the handle */
-    int big;                /* a collective whose message is at least TCU_BIG_BYTES (engine.c) */
-    int owes;               /* received a message that may have come by rendezvous (engine.c: OWE_BYTES) */
-    int queued;             /* posted, waiting for one of its communicator's big-collective slots */
-    struct tcu_req *reqs;   /* UCX requests of the current round */
-    int nreqs, cap_reqs;
-    size_t *varrays;        /* storage for the copied v-variant arrays */
-    size_t cap_varrays;
+    int error_peer;         /* the peer of the request that ucs_error names */
+    unsigned char kind;     /* TCU_KIND_*: collective, send/recv (no slots, no shape) or creation (no shape) */
+    unsigned char p2p;      /* kind == TCU_KIND_P2P */
+    unsigned char sync;     /* sends complete only once received (rooted collectives: shape.c) */
+    unsigned char held;     /* the caller still holds the handle */
+    unsigned char big;      /* a collective whose message is at least TCU_BIG_BYTES (engine.c) */
+    unsigned char owes;     /* received a message that may have come by rendezvous (engine.c: OWE_BYTES) */
+    unsigned char queued;   /* posted, waiting for one of its communicator's big-collective slots */
+    struct tcu_task *anext, *aprev; /* the context's list of running tasks */
     unsigned char *scratch;      /* the view tcu_scratch returns: scratch_mem at recvbuf's offset modulo 64 */
+    /* line 6 (offset 384) */
+    struct tcu_task *cnext, *cprev; /* the communicator's list of tasks not on its free list */
     unsigned char *scratch_mem;  /* the allocation (64-byte aligned, cap_scratch + TCU_SCRATCH_ALIGN bytes) */
     size_t cap_scratch;
-    struct tcu_task *anext, *aprev; /* the context's list of running tasks */
-    struct tcu_task *rnext, *rprev; /* the context's list of ready tasks, while `ready` */
     struct tcu_task *qnext, *qprev; /* the communicator's queue of big collectives, while `queued` */
-    struct tcu_task *cnext, *cprev; /* the communicator's list of tasks not on its free list */
+    size_t *varrays;        /* storage for the copied v-variant arrays */
+    size_t cap_varrays;
+    /* line 7 (offset 448) */
     char *msg;              /* the error message, when status is an error (allocated at the first failure) */
 };
 

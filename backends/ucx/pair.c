@@ -68,7 +68,7 @@ int tcu_pair_fits(tcu_comm_t *c, const tcomms_coll_args_t *a)
 tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq)
 {
     tcu_task_t *t = c->pair;
-    if (t == NULL && (t = c->pair = calloc(1, sizeof(*t))) == NULL)
+    if (t == NULL && (t = c->pair = tcu_task_alloc()) == NULL)
         return NULL;
     if (t->cnext != NULL) /* still held: an earlier call's failure, not yet reported */
         return NULL;

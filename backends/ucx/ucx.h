@@ -51,15 +51,6 @@ void tcu_shape_describe(const tcomms_core_t *core, unsigned shape, int size, cha
 /* Rooted collectives (a rank may only send): their sends complete only once the receiver took them. */
 int tcu_shape_rooted(tcomms_coll_type_t type);
 
-/* A request in flight for a task (engine.c), with the peer it involves. */
-struct tcu_req {
-    void *req;
-    int peer;
-    int send;
-    unsigned slot;
-    size_t bytes; /* a receive's posted length: a shorter message means the ranks' counts differ */
-};
-
 /* ---- the process-wide context ------------------------------------------------------------------------------- */
 
 /* One peer worker, reached by every communicator that has it as a member. */
@@ -215,6 +206,9 @@ void tcu_task_fail(tcu_task_t *t, tcomms_status_t status, const char *fmt, ...)
 int tcu_task_check_shape(tcu_task_t *t);
 /* Drop the caller's handle; the task returns to its communicator's free list once final. Lock held. */
 void tcu_task_release(tcu_task_t *t);
+/* A new task, zeroed and laid out as engine.h says (64-byte aligned, its requests inline); NULL when out of
+ * memory. */
+tcu_task_t *tcu_task_alloc(void);
 /* Free a task and its buffers. */
 void tcu_task_destroy(tcu_task_t *t);
 /* The final result, with the task's message set as the calling thread's error. */
