@@ -44,6 +44,7 @@ typedef struct nb {
     void *reg[2];        /* -R: their registrations (ncclCommRegister handles or windows) */
     unsigned char *host; /* staging for the fill and the check */
     void *scratch;       /* device: one double or int64 the ranks agree on */
+    cudaEvent_t ev;      /* --event: recorded after every call */
 } nb_t;
 
 static const ncclDataType_t nccl_types[B_NDTYPES] = {
@@ -145,6 +146,8 @@ static void run(nb_t *b, int ip)
     }
     if (group)
         NK(ncclGroupEnd());
+    if (b->c.o->event)
+        CK(cudaEventRecord(b->ev, st));
 }
 
 /* Copies and fills go on the rank's stream: it does not wait for the legacy default stream (cudaStreamNonBlocking),
@@ -291,6 +294,7 @@ static int rank_main(const bench_opts_t *o, int rank, int n, ncclUniqueId id)
     CK(cudaSetDevice(rank));
     NK(ncclCommInitRank(&b.comm, n, id, rank));
     CK(cudaStreamCreateWithFlags(&b.st, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&b.ev, cudaEventDisableTiming));
     b.t = nccl_types[o->dtype];
     b.op = nccl_ops[o->op];
     b.es = bench_dtypes[o->dtype].size;
@@ -323,6 +327,7 @@ static int rank_main(const bench_opts_t *o, int rank, int n, ncclUniqueId id)
     release(&b, b.rbuf, o->local_register, b.reg[1]);
     release(&b, b.sbuf, o->local_register, b.reg[0]);
     NK(ncclCommDestroy(b.comm));
+    CK(cudaEventDestroy(b.ev));
     return wrong != 0;
 }
 
