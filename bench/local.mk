@@ -3,7 +3,7 @@
 # compare-nccl compiles nccl_bench.c against CUDA and NCCL (both with bench_common.c and bench_report.c).
 EXTRA_DIST += bench/README.md bench/compare-openmpi bench/compare-nccl bench/compare-nccl-report.sh \
 	bench/compare.sh bench/mpi_bench.c bench/nccl_bench.c bench/torch_bench.py bench/bench_common.c \
-	bench/bench_common.h bench/bench_report.c
+	bench/bench_common.h bench/bench_report.c bench/inflight_mpi.c bench/inflight_ucp.c
 
 # fsdp_bench (CUDA): the FSDP runtime's overlap benchmark, run by bench/compare-fsdp beside PyTorch FSDP2
 # (bench/fsdp2_step.py). Built by 'make' when nvcc, cuBLAS and NCCL are found; -no-install gives a real binary, so

@@ -2,7 +2,9 @@
 /* tcomms_comm_abort (lib/comm.c, each backend's comm_abort) and the failure state it shares with every other error
  * (lib/comm_state.c), on every CPU backend of TCOMMS_TEST_BACKENDS, on 2 ranks:
  *   (a) rank 0 waits on an operation whose peer never posts (a blocking all_reduce, a work handle's all_reduce, a
- *       receive); a second thread aborts: the wait returns TCOMMS_ERR_ABORTED within 1 s of the abort, later calls
+ *       receive, a work handle's broadcast from rank 0, whose send UCX cannot cancel: rank 1 never takes it, so
+ *       it ends only when the endpoint closes, after the handle and the communicator are gone); a second thread
+ *       aborts: the wait returns TCOMMS_ERR_ABORTED within 1 s of the abort, later calls
  *       are ABORTED naming the abort, the handle outlives the communicator, destroy works. Rank 1 posts only after
  *       the abort and must fail (not hang) within its timeout plus a margin;
  *   (b) an abort with nothing pending: every later operation and split is ABORTED at once, queries still answer;
@@ -23,9 +25,9 @@
 #define PROMPT_S 1.0
 
 /* What rank 0 waits on in (a). */
-enum wait_kind { WAIT_BLOCKING, WAIT_HANDLE, WAIT_RECV, WAIT_KINDS };
+enum wait_kind { WAIT_BLOCKING, WAIT_HANDLE, WAIT_RECV, WAIT_BCAST, WAIT_KINDS };
 static const char *const wait_names[WAIT_KINDS] = {"blocking all_reduce", "work handle of an all_reduce",
-                                                    "blocking recv"};
+                                                    "blocking recv", "work handle of a broadcast from rank 0"};
 
 typedef struct abort_case {
     char backend[32];
@@ -86,6 +88,10 @@ static tcomms_status_t wait_on(tcomms_comm_t *comm, int kind, int32_t *x, int32_
         tcomms_status_t st = tcomms_all_reduce(comm, x, y, 1, TCOMMS_INT32, TCOMMS_SUM, NULL, w);
         return st != TCOMMS_SUCCESS ? st : tcomms_work_wait(*w, 0);
     }
+    case WAIT_BCAST: {
+        tcomms_status_t st = tcomms_broadcast(comm, x, 1, TCOMMS_INT32, 0, NULL, w);
+        return st != TCOMMS_SUCCESS ? st : tcomms_work_wait(*w, 0);
+    }
     default:
         return tcomms_recv(comm, y, 1, TCOMMS_INT32, 1, NULL, NULL);
     }
@@ -136,10 +142,16 @@ static int stalled_rank0(tcomms_comm_t *comm, const abort_case_t *ac)
     return fails;
 }
 
-/* Posts the matching operation only once rank 0 aborted: it must end in an error within its own timeout. */
+/* Posts the matching operation only once rank 0 aborted: it must end in an error within its own timeout. The
+ * broadcast it leaves alone: rank 0's send must outlive its task's handle and communicator (see (a) above). */
 static int stalled_rank1(tcomms_comm_t *comm, const abort_case_t *ac)
 {
     int fails = 0;
+    if (ac->kind == WAIT_BCAST) {
+        tcomms_comm_destroy(comm);
+        mrank_host_barrier(ac->barrier, 2, 2, 60);
+        return 0;
+    }
     int32_t x = 2, y = 0;
     tcomms_op_opts_t o = {.field_mask = TCOMMS_OP_OPT_TIMEOUT, .timeout_ms = PEER_TIMEOUT_MS};
     double t0 = mrank_now();

@@ -230,6 +230,10 @@ tcomms_status_t tcu_comm_destroy(void *bcomm)
     /* The core calls this only once every handle is freed, so what runs still are operations freed while running
      * (each ends by its deadline at the latest); once they have, every task is back on the free list. */
     tcu_drive(x, comm_idle, c, UINT64_MAX);
+    if (c->pair && c->pair->stranded) { /* UCX still holds requests in it */
+        tcu_task_strand(c->pair);
+        c->pair = NULL;
+    }
     pthread_mutex_unlock(&x->lock);
     free_comm(c);
     release_ctx(x);

@@ -177,6 +177,7 @@ static tcomms_status_t open_worker(tcu_ctx_t *c)
     ucp_config_release(cfg);
     if (st != UCS_OK)
         return ucx_fail(c, "ucp_init", st);
+    tcu_task_lend_requests(c->ucp);
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SERIALIZED};
     if ((st = ucp_worker_create(c->ucp, &wp, &c->worker)) != UCS_OK)
@@ -232,6 +233,7 @@ static void destroy(tcu_ctx_t *c)
             ucp_worker_release_address(c->worker, c->addr);
         ucp_worker_destroy(c->worker);
     }
+    tcu_task_free_stranded(c);
     if (c->ucp)
         ucp_cleanup(c->ucp);
     if (c->wake_fd >= 0)

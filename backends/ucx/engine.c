@@ -30,6 +30,48 @@
 
 static unsigned char empty_message; /* UCX wants a valid address even for zero bytes */
 
+/* UCX's requests for a round's first TCU_INLINE_REQS messages live in the task's allocation, after the struct, one
+ * slot of req_slot bytes each (UCP_OP_ATTR_FIELD_REQUEST): no request from UCX's pool, none to free at the end of
+ * the round. req_room is UCX's request size, the room UCX needs before the pointer it is given; 0 while unknown,
+ * and then UCX allocates them all. It is set when the context opens, before any task exists, and never changes
+ * (the size belongs to the UCX library, not to the context). */
+#define TASK_BYTES ((sizeof(tcu_task_t) + 63) & ~(size_t)63)
+#define MAX_REQ_ROOM 1024u /* a larger request than this is not worth a task's memory: UCX allocates it */
+static size_t req_room, req_slot;
+
+void tcu_task_lend_requests(ucp_context_h ucp)
+{
+    ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_REQUEST_SIZE};
+    if (req_room != 0 || ucp_context_query(ucp, &attr) != UCS_OK || attr.request_size == 0 ||
+        attr.request_size > MAX_REQ_ROOM)
+        return;
+    req_room = attr.request_size;
+    req_slot = (req_room + 63) & ~(size_t)63;
+}
+
+/* Hand UCX the memory of the request the next post keeps at t->reqs[t->nreqs]. A request that completes within its
+ * post, or fails there, takes no slot: the next post reuses it. */
+static void lend(tcu_task_t *t, ucp_request_param_t *p)
+{
+    if (req_room == 0 || t->nreqs >= TCU_INLINE_REQS)
+        return;
+    p->op_attr_mask |= UCP_OP_ATTR_FIELD_REQUEST;
+    p->request = (unsigned char *)t + TASK_BYTES + (size_t)t->nreqs * req_slot + req_room;
+}
+
+static int lent(const tcu_task_t *t, const void *r)
+{
+    const unsigned char *p = r, *base = (const unsigned char *)t + TASK_BYTES;
+    return p > base && p <= base + (TCU_INLINE_REQS - 1) * req_slot + req_room;
+}
+
+/* Give back a request UCX allocated; a lent one is the task's and only needs to have completed. */
+static void release_request(tcu_task_t *t, void *r)
+{
+    if (!lent(t, r))
+        ucp_request_free(r);
+}
+
 const char *tcu_coll_name(tcomms_coll_type_t type)
 {
     const tcomms_coll_info_t *info = tcu_coll_info(type);
@@ -64,6 +106,10 @@ void tcu_task_unready(tcu_task_t *t)
 
 static void note_completion(tcu_task_t *t, ucs_status_t st)
 {
+    if (t->stranded) { /* a lent request that outlived its failed task's round: the task is final */
+        t->stranded--;
+        return;
+    }
     t->pending--;
     if (st != UCS_OK && st != UCS_ERR_CANCELED && t->ucs_error == 0)
         t->ucs_error = (int)st;
@@ -164,6 +210,7 @@ void tcu_send(tcu_task_t *t, int peer, unsigned slot, const void *buf, size_t by
                              .user_data = t,
                              .datatype = ucp_dt_make_contig(1),
                              .memory_type = UCS_MEMORY_TYPE_HOST};
+    lend(t, &p);
     ucp_ep_h ep = t->comm->eps[peer]->ep;
     const void *from = bytes ? buf : &empty_message;
     uint64_t tag = message_tag(t, t->rank, slot);
@@ -184,6 +231,7 @@ void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
                              .user_data = t,
                              .datatype = ucp_dt_make_contig(1),
                              .memory_type = UCS_MEMORY_TYPE_HOST};
+    lend(t, &p);
     ucp_worker_h w = t->comm->ctx->worker;
     void *into = bytes ? buf : &empty_message;
     t->owes |= bytes >= OWE_BYTES;
@@ -266,6 +314,25 @@ static void trim(tcu_comm_t *c)
     }
 }
 
+/* A task whose lent requests UCX still holds (a failure could not cancel them: sends in flight) waits on its
+ * context's list until the worker is gone (tcu_task_free_stranded): UCX may still write into it and call back. */
+void tcu_task_strand(tcu_task_t *t)
+{
+    tcu_ctx_t *x = t->comm->ctx;
+    t->qnext = x->stranded;
+    x->stranded = t;
+}
+
+void tcu_task_free_stranded(tcu_ctx_t *x)
+{
+    while (x->stranded) {
+        tcu_task_t *t = x->stranded;
+        x->stranded = t->qnext;
+        t->stranded = 0;
+        tcu_task_destroy(t);
+    }
+}
+
 static void recycle(tcu_task_t *t)
 {
     tcu_comm_t *c = t->comm;
@@ -276,6 +343,10 @@ static void recycle(tcu_task_t *t)
         return;
     }
     c->nlive--;
+    if (t->stranded) {
+        tcu_task_strand(t);
+        return;
+    }
     if (c->kept_scratch + t->cap_scratch > KEEP_SCRATCH) {
         free(t->scratch_mem);
         t->scratch = t->scratch_mem = NULL;
@@ -364,15 +435,22 @@ static void finish(tcu_task_t *t)
         recycle(t);
 }
 
-/* Cancel what is still in flight and hand every request back to UCX: no callback refers to the task afterwards. */
+/* Cancel what is still in flight and hand every request back to UCX: no callback refers to the task afterwards,
+ * except those of lent requests that the cancel could not end (UCX cancels receives, not sends in flight), which
+ * the task counts in `stranded`; it is then not reused (recycle). */
 static void drop_requests(tcu_task_t *t)
 {
     ucp_worker_h w = t->comm->ctx->worker;
     for (int i = 0; i < t->nreqs; i++)
         if (ucp_request_check_status(t->reqs[i].req) == UCS_INPROGRESS)
             ucp_request_cancel(w, t->reqs[i].req);
-    for (int i = 0; i < t->nreqs; i++)
-        ucp_request_free(t->reqs[i].req);
+    for (int i = 0; i < t->nreqs; i++) {
+        void *r = t->reqs[i].req;
+        if (!lent(t, r))
+            ucp_request_free(r);
+        else if (ucp_request_check_status(r) == UCS_INPROGRESS)
+            t->stranded++;
+    }
     t->nreqs = 0;
     t->pending = 0;
 }
@@ -490,7 +568,7 @@ void tcu_task_advance(tcu_task_t *t)
         if (t->pending > 0)
             return;
         for (int i = 0; i < t->nreqs; i++)
-            ucp_request_free(t->reqs[i].req);
+            release_request(t, t->reqs[i].req);
         t->nreqs = 0;
         int r = t->algo->step(t);
         if (t->status != TCOMMS_IN_PROGRESS)
@@ -532,7 +610,7 @@ _Static_assert(offsetof(tcu_task_t, scratch) + sizeof(void *) <= 6 * 64, "a post
 tcu_task_t *tcu_task_alloc(void)
 {
     void *p;
-    if (posix_memalign(&p, 64, sizeof(tcu_task_t)) != 0)
+    if (posix_memalign(&p, 64, TASK_BYTES + TCU_INLINE_REQS * req_slot) != 0)
         return NULL;
     tcu_task_t *t = memset(p, 0, sizeof(tcu_task_t));
     t->reqs = t->inline_reqs;

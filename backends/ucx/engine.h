@@ -41,7 +41,8 @@ struct tcu_req {
     size_t bytes; /* a receive's posted length: a shorter message means the ranks' counts differ */
 };
 /* Requests a task holds without an allocation of their own: a round of two messages (a send and a receive, as in
- * every round of a 2-rank all_reduce) stays within the task's lines. */
+ * every round of a 2-rank all_reduce) stays within the task's lines, and UCX's requests for them live in the task's
+ * allocation too, after the struct (engine.c: lend). */
 #define TCU_INLINE_REQS 2
 
 /* A running collective. Algorithms read the fields of the first block and own `state`; everything after the
@@ -73,6 +74,7 @@ struct tcu_task {
     unsigned char ready;    /* on the context's ready list: the round is over or a request failed (engine.c) */
     unsigned char posting;  /* inside tcu_recv's UCX call: a completion it runs there is for post_bytes/post_peer */
     unsigned char watched;  /* its caller watches `pending` itself and advances it (pair.c): off the ready list */
+    unsigned char stranded; /* requests in the task's own memory that UCX still holds after a failure (engine.c) */
     size_t post_bytes;
     struct tcu_task *rnext, *rprev; /* the context's list of ready tasks, while `ready` */
     /* line 4 (offset 256) */

@@ -100,6 +100,7 @@ typedef struct tcu_ctx {
                                the worker a while longer */
     uint64_t linger_until_ns; /* ... until then (progress.c) */
     uint64_t next_check_ns; /* when running tasks' deadlines are next checked */
+    tcu_task_t *stranded;   /* failed tasks UCX may still write into, freed with the worker (engine.c) */
 
     pthread_t thread;
     int thread_started, stop;
@@ -211,6 +212,12 @@ void tcu_task_release(tcu_task_t *t);
 tcu_task_t *tcu_task_alloc(void);
 /* Free a task and its buffers. */
 void tcu_task_destroy(tcu_task_t *t);
+/* Learn UCX's request size, so that tasks allocated from now on hold their first requests (engine.c: lend). */
+void tcu_task_lend_requests(ucp_context_h ucp);
+/* Keep a task with t->stranded requests on its context's list instead of freeing it (lock held); free that list's
+ * tasks once the worker is destroyed. */
+void tcu_task_strand(tcu_task_t *t);
+void tcu_task_free_stranded(tcu_ctx_t *ctx);
 /* The final result, with the task's message set as the calling thread's error. */
 tcomms_status_t tcu_task_report(tcu_task_t *t);
 /* Report `c` broken by `status` to the core (the first error wins); running tasks are failed by the next sweep.
