@@ -3,6 +3,7 @@
  * (group_start) lazily, before the group's first post to it; blocking calls are only queued and are completed,
  * in posting order, once every bracketed backend has issued its batch (group_end). */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,7 +21,9 @@ static _Thread_local struct group {
     size_t nkept, cap;
 } group;
 
-int tc_group_active(void)
+atomic_int tc_groups_open;
+
+int tc_group_active_here(void)
 {
     return group.depth > 0;
 }
@@ -63,7 +66,8 @@ tcomms_status_t tcomms_group_start(void)
 {
     if (group.depth == INT_MAX)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_group_start: groups nested too deeply");
-    group.depth++;
+    if (group.depth++ == 0)
+        atomic_fetch_add_explicit(&tc_groups_open, 1, memory_order_relaxed);
     return TCOMMS_SUCCESS;
 }
 
@@ -75,6 +79,7 @@ tcomms_status_t tcomms_group_end(void)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_group_end: no group is open on this thread (unbalanced end)");
     if (--group.depth > 0)
         return TCOMMS_SUCCESS;
+    atomic_fetch_sub_explicit(&tc_groups_open, 1, memory_order_relaxed);
     tcomms_status_t first = TCOMMS_SUCCESS;
     char saved[512] = "";
     for (int i = 0; i < group.nstarted; i++) {
