@@ -339,7 +339,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         return st;
     }
     if (p.inline_call)
-        return tc_work_block(p); /* on the communicator's references: no atomic per operation */
+        return tc_work_block(&p); /* on the communicator's references: no atomic per operation */
     tc_comm_state_ref(p.state);
     tc_flight_ref(p.flight);
     if (work != NULL)

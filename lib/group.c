@@ -51,7 +51,7 @@ tcomms_status_t tc_group_keep(tc_posted_t p)
         tc_posted_t *k = realloc(group.kept, cap * sizeof(*k));
         if (k == NULL) {
             /* Already posted: finish it now rather than lose it (it may wait for a peer's later post). */
-            tc_work_block(p);
+            tc_work_block(&p);
             return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms group: out of memory keeping a blocking call (it was "
                             "completed at once)");
         }
@@ -92,7 +92,7 @@ tcomms_status_t tcomms_group_end(void)
     }
     group.nstarted = 0;
     for (size_t i = 0; i < group.nkept; i++) {
-        tcomms_status_t st = tc_work_block(group.kept[i]);
+        tcomms_status_t st = tc_work_block(&group.kept[i]);
         if (st != TCOMMS_SUCCESS && first == TCOMMS_SUCCESS) {
             first = tc_error_prefix(st, "tcomms_group_end: a blocking call of the group: ");
             snprintf(saved, sizeof(saved), "%s", tcomms_last_error());
