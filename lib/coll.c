@@ -105,11 +105,11 @@ static tcomms_status_t check_rank(const char *who, const char *what, int r, int 
     return TCOMMS_SUCCESS;
 }
 
-/* Validate `a` (counts, buffers, roots, in-place form) and fill in what the backend may rely on. `displs` is
- * scratch for packed displacements (two arrays of comm->size). */
-static tcomms_status_t validate(const tcomms_comm_t *comm, tcomms_coll_args_t *a, size_t *scratch)
+/* Validate `a` (counts, buffers, roots, in-place form) and fill in what the backend may rely on; `who` names the
+ * call in messages (the caller's lookup: one per call). `scratch` is for packed displacements (two arrays of
+ * comm->size). */
+static tcomms_status_t validate(const tcomms_comm_t *comm, tcomms_coll_args_t *a, const char *who, size_t *scratch)
 {
-    const char *who = tc_coll_name(a->type);
     int n = comm->size, me = comm->rank;
     if ((unsigned)a->dtype >= TCOMMS_DTYPE_COUNT)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "%s: dtype %d is not a tcomms_dtype_t", who, (int)a->dtype);
@@ -295,7 +295,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
     size_t *scratch = comm->size <= 64 ? stack_scratch : malloc(2 * (size_t)comm->size * sizeof(size_t));
     if (scratch == NULL)
         return tc_error(TCOMMS_ERR_NO_MEMORY, "%s: out of memory", who);
-    st = validate(comm, a, scratch);
+    st = validate(comm, a, who, scratch);
     if (st == TCOMMS_SUCCESS && comm->check_calls)
         st = tc_check_call(comm, a, type);
     tc_posted_t p = {.be = slot->be, .timeout_ms = a->timeout_ms, .state = comm->state, .flight = comm->flight};
@@ -313,7 +313,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
          * locked read-modify-write a fetch_add costs on every call */
         a->seq = atomic_load_explicit(&comm->ops_posted, memory_order_relaxed) + 1;
         atomic_store_explicit(&comm->ops_posted, a->seq, memory_order_relaxed);
-        if (tc_log_enabled(TCOMMS_LOG_TRACE, "core"))
+        if (tc_log_on(TCOMMS_LOG_TRACE, "core"))
             trace(comm, slot, a, type);
         tc_flight_post(comm->flight, a, p.inline_call ? TC_FLIGHT_WAITING : TC_FLIGHT_POSTED);
         p.seq = a->seq;
@@ -339,7 +339,7 @@ static tcomms_status_t submit(tcomms_comm_t *comm, tcomms_coll_args_t *a, const 
         return st;
     }
     if (p.inline_call)
-        return tc_work_block(p); /* on the communicator's references: no atomic per operation */
+        return tc_work_block(&p); /* on the communicator's references: no atomic per operation */
     tc_comm_state_ref(p.state);
     tc_flight_ref(p.flight);
     if (work != NULL)

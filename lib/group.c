@@ -3,6 +3,7 @@
  * (group_start) lazily, before the group's first post to it; blocking calls are only queued and are completed,
  * in posting order, once every bracketed backend has issued its batch (group_end). */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,7 +21,9 @@ static _Thread_local struct group {
     size_t nkept, cap;
 } group;
 
-int tc_group_active(void)
+atomic_int tc_groups_open;
+
+int tc_group_active_here(void)
 {
     return group.depth > 0;
 }
@@ -48,7 +51,7 @@ tcomms_status_t tc_group_keep(tc_posted_t p)
         tc_posted_t *k = realloc(group.kept, cap * sizeof(*k));
         if (k == NULL) {
             /* Already posted: finish it now rather than lose it (it may wait for a peer's later post). */
-            tc_work_block(p);
+            tc_work_block(&p);
             return tc_error(TCOMMS_ERR_NO_MEMORY, "tcomms group: out of memory keeping a blocking call (it was "
                             "completed at once)");
         }
@@ -63,7 +66,8 @@ tcomms_status_t tcomms_group_start(void)
 {
     if (group.depth == INT_MAX)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_group_start: groups nested too deeply");
-    group.depth++;
+    if (group.depth++ == 0)
+        atomic_fetch_add_explicit(&tc_groups_open, 1, memory_order_relaxed);
     return TCOMMS_SUCCESS;
 }
 
@@ -75,6 +79,7 @@ tcomms_status_t tcomms_group_end(void)
         return tc_error(TCOMMS_ERR_INVALID_ARG, "tcomms_group_end: no group is open on this thread (unbalanced end)");
     if (--group.depth > 0)
         return TCOMMS_SUCCESS;
+    atomic_fetch_sub_explicit(&tc_groups_open, 1, memory_order_relaxed);
     tcomms_status_t first = TCOMMS_SUCCESS;
     char saved[512] = "";
     for (int i = 0; i < group.nstarted; i++) {
@@ -87,7 +92,7 @@ tcomms_status_t tcomms_group_end(void)
     }
     group.nstarted = 0;
     for (size_t i = 0; i < group.nkept; i++) {
-        tcomms_status_t st = tc_work_block(group.kept[i]);
+        tcomms_status_t st = tc_work_block(&group.kept[i]);
         if (st != TCOMMS_SUCCESS && first == TCOMMS_SUCCESS) {
             first = tc_error_prefix(st, "tcomms_group_end: a blocking call of the group: ");
             snprintf(saved, sizeof(saved), "%s", tcomms_last_error());

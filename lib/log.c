@@ -63,6 +63,7 @@ typedef struct levels {
 } levels_t;
 
 static _Atomic(levels_t *) levels;
+atomic_int tc_log_max = TCOMMS_LOG_TRACE;
 static pthread_mutex_t levels_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The <WHO> of "TCOMMS_<WHO>_LOG_LEVEL=..." as [*who, *who + *len), or 0 when `var` is no such variable ("" for
@@ -115,6 +116,8 @@ static levels_t *levels_refresh(void)
             cur = made;
         }
     }
+    if (cur != NULL)
+        atomic_store_explicit(&tc_log_max, cur->max, memory_order_relaxed);
     pthread_mutex_unlock(&levels_lock);
     return cur;
 }

@@ -5,6 +5,8 @@
 #ifndef TC_LOG_H
 #define TC_LOG_H
 
+#include <stdatomic.h>
+
 #include <tcomms/backend.h>
 #include "error.h"
 
@@ -14,6 +16,13 @@ void tc_vlog(tcomms_log_level_t level, const char *who, const char *fmt, va_list
 void tc_log_refresh(void);
 /* Whether a line of `level` from component `who` is written: one load and one compare when it is not. */
 int tc_log_enabled(tcomms_log_level_t level, const char *who);
+/* The most verbose level any component writes (the levels' `max`); TCOMMS_LOG_TRACE until they are first read. */
+extern atomic_int tc_log_max;
+/* tc_log_enabled for a per-operation path: a level above every component's costs no call. */
+static inline int tc_log_on(tcomms_log_level_t level, const char *who)
+{
+    return (int)level <= atomic_load_explicit(&tc_log_max, memory_order_relaxed) && tc_log_enabled(level, who);
+}
 
 /* The rank this thread's lines carry from now on; the first call in the process also sets the rank of threads that
  * never call it (a backend's progress or watchdog thread). */

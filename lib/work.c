@@ -97,11 +97,11 @@ static tcomms_status_t release(tc_posted_t *p, uint32_t timeout_ms)
     return st;
 }
 
-tcomms_status_t tc_work_block(tc_posted_t p)
+tcomms_status_t tc_work_block(tc_posted_t *p)
 {
-    if (p.bwork == NULL) /* the backend ran it to its end inside post() (TCOMMS_COLL_FLAG_INLINE) */
-        return finish(&p, TCOMMS_SUCCESS, 1);
-    return release(&p, with_margin(p.timeout_ms));
+    if (p->bwork == NULL) /* the backend ran it to its end inside post() (TCOMMS_COLL_FLAG_INLINE) */
+        return finish(p, TCOMMS_SUCCESS, 1);
+    return release(p, with_margin(p->timeout_ms));
 }
 
 tcomms_status_t tc_work_wrap(tc_posted_t p, tcomms_work_t **out)

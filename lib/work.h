@@ -26,9 +26,9 @@ typedef struct tc_posted {
     int inline_call;
 } tc_posted_t;
 
-/* Wait for `p` (a blocking call), finish and free it (its references too, unless lent), and return its status.
+/* Wait for `*p` (a blocking call; by reference, as every call passes it), finish and free it (its references too, unless lent), and return its status.
  * A NULL `bwork` is an inline call the backend completed in post() (TCOMMS_COLL_FLAG_INLINE): only finished. */
-tcomms_status_t tc_work_block(tc_posted_t p);
+tcomms_status_t tc_work_block(tc_posted_t *p);
 /* Wrap `p` into a public handle. */
 tcomms_status_t tc_work_wrap(tc_posted_t p, tcomms_work_t **out);
 
