@@ -21,7 +21,7 @@
 /* On x86-64 each loop is also built for AVX2 and the loader picks the clone the CPU runs (an ifunc): the baseline
  * ISA gives SSE2's 16-byte vectors, half of what the CPUs we run on add per instruction, and a reduction of a block
  * that sits in cache runs at that rate (docs/perf.md, issue 29, sizes from 64 KiB). */
-#if defined(__x86_64__) && defined(__has_attribute)
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) /* clones need glibc's ifunc */
 #if __has_attribute(target_clones)
 #define TC_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
