@@ -19,9 +19,10 @@ noinst_HEADERS = lib/util/clock.h lib/util/hash.h
 lib_libtccore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 lib_libtccore_la_LIBADD = lib/libtcreduce.la
 
-# The reduction kernels, with the vectoriser on: GCC's -O2 cost model leaves loops of unknown length scalar.
+# The reduction kernels, with the vectoriser on: GCC's -O2 cost model leaves loops of unknown length scalar. Unrolled:
+# one vector add a loop turn left a block in cache at about half the rate of several (docs/perf.md, issue 29).
 lib_libtcreduce_la_SOURCES = lib/reduce.c lib/dtype.h
-lib_libtcreduce_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -ftree-vectorize -fvect-cost-model=cheap
+lib_libtcreduce_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -ftree-vectorize -fvect-cost-model=cheap -funroll-loops
 
 lib_LTLIBRARIES += lib/libtcomms.la
 lib_libtcomms_la_SOURCES =

@@ -18,13 +18,24 @@
 /* One (type, op): E is the element type, C the type the op computes in, U its wrapping counterpart, TO/FROM the
  * conversions between E and C (identity for native types; float16/bfloat16 go through float). */
 #define TC_ID(x) (x)
+/* On x86-64 each loop is also built for AVX2 and the loader picks the clone the CPU runs (an ifunc): the baseline
+ * ISA gives SSE2's 16-byte vectors, half of what the CPUs we run on add per instruction, and a reduction of a block
+ * that sits in cache runs at that rate (docs/perf.md, issue 29, sizes from 64 KiB). */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) /* clones need glibc's ifunc */
+#if __has_attribute(target_clones)
+#define TC_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef TC_CLONES
+#define TC_CLONES
+#endif
 #define TC_KERNEL(E, C, U, tag, name, OP, TO, FROM)                                                             \
-    static void name##_##tag##_acc(E *restrict c, const E *restrict b, size_t n)                                \
+    TC_CLONES static void name##_##tag##_acc(E *restrict c, const E *restrict b, size_t n)                      \
     {                                                                                                           \
         for (size_t i = 0; i < n; i++)                                                                          \
             c[i] = FROM(OP(C, U, TO(c[i]), TO(b[i])));                                                          \
     }                                                                                                           \
-    static void name##_##tag##_3(E *restrict c, const E *restrict a, const E *restrict b, size_t n)             \
+    TC_CLONES static void name##_##tag##_3(E *restrict c, const E *restrict a, const E *restrict b, size_t n)   \
     {                                                                                                           \
         for (size_t i = 0; i < n; i++)                                                                          \
             c[i] = FROM(OP(C, U, TO(a[i]), TO(b[i])));                                                          \
