@@ -71,6 +71,8 @@ static void usage(FILE *f, const char *prog, const char *about)
             "                        only; default: only operations made of several NCCL calls)\n"
             "  --event               record a CUDA event on the stream after every call, as a library that\n"
             "                        watches each call for its timeout does (nccl_bench only)\n"
+            "  --report_cputime 0|1  1: report the host's time to post the calls instead of their completion,\n"
+            "                        as tcomms-perf -C (nccl_bench only, without -G)\n"
             "  -h, --help            this help\n",
             prog, about);
 }
@@ -167,7 +169,8 @@ int bench_parse(int argc, char **argv, const char *prog, const char *about, int 
         {"op", 1, 0, 'o'}, {"root", 1, 0, 'r'}, {"average", 1, 0, 'a'}, {"blocking", 1, 0, 'z'},
         {"json", 1, 0, 'J'}, {"ngpus", 1, 0, 'g'}, {"label", 1, 0, 'L'}, {"coll", 1, 0, 'C'}, {"help", 0, 0, 'h'},
         {"local_register", 1, 0, 'R'}, {"cpu-bind", 1, 0, 'P'}, {"cudagraph", 1, 0, 'G'},
-        {"group", 0, 0, 'Q'}, {"event", 0, 0, 'E'}, {0, 0, 0, 0}};
+        {"group", 0, 0, 'Q'}, {"event", 0, 0, 'E'}, {"report_cputime", 1, 0, 'U'},
+        {0, 0, 0, 0}};
     *o = (bench_opts_t){.minbytes = 32u << 20, .maxbytes = 32u << 20, .stepbytes = 1u << 20, .stepfactor = 1,
                         .iters = 20, .warmup = 1, .check = 1, .average = 1, .dtype = B_FLOAT, .op = B_SUM};
     const char *coll = NULL;
@@ -202,6 +205,7 @@ int bench_parse(int argc, char **argv, const char *prog, const char *about, int 
         case 'G': if (parse_int(v, 0, 1 << 20, &o->graph)) BAD("-G needs 0 or more replays, not '%s'", v); break;
         case 'Q': o->group = 1; break;
         case 'E': o->event = 1; break;
+        case 'U': if (parse_int(v, 0, 1, &o->cputime)) BAD("--report_cputime needs 0 or 1, not '%s'", v); break;
         case 'P':
             if (strcmp(v, "auto") != 0 && strcmp(v, "none") != 0) BAD("--cpu-bind needs auto or none, not '%s'", v);
             o->cpu_bind = v[0] == 'a';

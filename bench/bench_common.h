@@ -62,6 +62,7 @@ typedef struct bench_opts {
     int graph;          /* -G N (nccl_bench): time N replays of a CUDA graph of the -n iterations (0: none) */
     int group;          /* --group (nccl_bench): every call inside ncclGroupStart/End, as nccl-tests makes it */
     int event;          /* --event (nccl_bench): a CUDA event recorded after every call, as a watchdog does */
+    int cputime;        /* --report_cputime 1 (nccl_bench): the host's time to post the calls, as tcomms-perf -C */
     enum bench_dtype_id dtype;
     enum bench_op_id op;
     const char *json, *label;

@@ -70,9 +70,11 @@ void bench_report_begin(bench_report_t *r, const bench_coll_t *coll)
     printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: 1 validation: %d "
            "graph: %d\n#\n", o->minbytes, o->maxbytes, o->stepfactor > 1 ? o->stepfactor : o->stepbytes,
            o->stepfactor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check, o->graph);
+    const char *t = o->cputime ? "cputime" : "time"; /* as tcomms-perf -C labels it */
     printf("#                                                              out-of-place                       in-place\n"
-           "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n"
-           "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n");
+           "#       size         count      type   redop    root  %7s   algbw   busbw  #wrong  %7s   algbw   busbw  #wrong\n"
+           "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n",
+           t, t);
 }
 
 void bench_report_row(bench_report_t *r, const bench_layout_t *l, const bench_fig_t *oop, const bench_fig_t *ip)
