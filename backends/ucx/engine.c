@@ -685,7 +685,7 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     return TCOMMS_SUCCESS;
 }
 
-void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low)
+void tcu_task_arm(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low)
 {
     t->rank = c->rank;
     t->size = c->size;
@@ -700,15 +700,20 @@ void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int k
     t->rndv_from = t->reduce ? (crowded ? SIZE_MAX : REDUCE_RNDV_BYTES)
                              : (crowded ? COPY_RNDV_CROWDED_BYTES : COPY_RNDV_BYTES);
     t->tag_base = tcu_tag(kind, c->cid, 0, low);
-    tcu_ctx_t *x = c->ctx;
-    x->last_post_ns = tc_now_coarse_ns();
-    t->deadline_ns = x->last_post_ns + COARSE_SLACK_NS + (uint64_t)t->a.timeout_ms * 1000000ull;
     t->status = TCOMMS_IN_PROGRESS;
     t->ucs_error = 0;
     t->error_peer = -1;
     t->pending = t->ready = t->nreqs = t->posting = t->owes = 0;
     t->held = 1;
     t->queued = 0;
+}
+
+void tcu_task_enlist(tcu_task_t *t)
+{
+    tcu_comm_t *c = t->comm;
+    tcu_ctx_t *x = c->ctx;
+    x->last_post_ns = tc_now_coarse_ns();
+    t->deadline_ns = x->last_post_ns + COARSE_SLACK_NS + (uint64_t)t->a.timeout_ms * 1000000ull;
     if (t->big && c->big_running >= BIG_RUNNING)
         enqueue_big(t);
     else
@@ -723,7 +728,7 @@ void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int k
     x->active.aprev = t;
     x->nactive++;
     c->nactive++;
-    c->in_flight += kind == TCU_KIND_COLL;
+    c->in_flight += t->kind == TCU_KIND_COLL;
     /* the first look at this task's deadline and at the shapes of what its peers sent (tcu_task_check_shape) */
     uint64_t check = x->last_post_ns + TCU_CHECK_EVERY_NS;
     if (t->deadline_ns < check)
@@ -734,6 +739,12 @@ void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int k
         tcu_thread_wake(x);
     if (!t->queued)
         tcu_task_advance(t);
+}
+
+void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low)
+{
+    tcu_task_arm(t, c, algo, kind, low);
+    tcu_task_enlist(t);
 }
 
 void tcu_task_release(tcu_task_t *t)

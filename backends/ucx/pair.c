@@ -65,6 +65,31 @@ int tcu_pair_fits(tcu_comm_t *c, const tcomms_coll_args_t *a)
     return f->fits;
 }
 
+/* The exchange's send: our block, or the peer's block of sendbuf. Sent before anything else the call does (the
+ * peer waits for it): a rank's time from its peer's message to its own next send is the pair's round trip, and
+ * what either rank does after its send overlaps the peer's part (docs/perf.md, issue 29, "the receive-to-send
+ * path"). An unknown type sends nothing: pair_step fails it. */
+static void pair_send(tcu_task_t *t, const tcomms_coll_args_t *a)
+{
+    int peer = 1 - t->rank;
+    size_t b = a->count * t->esize;
+    const unsigned char *in = a->sendbuf;
+    switch (a->type) {
+    case TCOMMS_COLL_ALL_REDUCE:
+        tcu_send(t, peer, ALLREDUCE_SLOT, in, b);
+        break;
+    case TCOMMS_COLL_ALL_GATHER:
+        tcu_send(t, peer, 0, in, b);
+        break;
+    case TCOMMS_COLL_REDUCE_SCATTER:
+    case TCOMMS_COLL_ALL_TO_ALL:
+        tcu_send(t, peer, 0, in + (size_t)peer * b, b);
+        break;
+    default:
+        break;
+    }
+}
+
 tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq)
 {
     tcu_task_t *t = c->pair;
@@ -73,13 +98,15 @@ tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t 
     if (t->cnext != NULL) /* still held: an earlier call's failure, not yet reported */
         return NULL;
     const struct tcu_pair_facts *f = &c->pair_facts;
-    t->a = *a; /* no count arrays: none of the four types has them */
     t->esize = f->esize;
     t->reduce = f->reduce;
     t->sync = 0;
     t->big = 0;
     t->watched = 1;
-    tcu_task_launch(t, c, &tcu_algo_pair, TCU_KIND_COLL, tcu_coll_low(seq, f->shape));
+    tcu_task_arm(t, c, &tcu_algo_pair, TCU_KIND_COLL, tcu_coll_low(seq, f->shape));
+    pair_send(t, a); /* a failure it records fails the task at enlist's first step */
+    t->a = *a;       /* no count arrays: none of the four types has them */
+    tcu_task_enlist(t);
     return t;
 }
 
@@ -103,7 +130,8 @@ int tcu_pair_wait(tcu_task_t *t, uint64_t timeout_ns)
     return done;
 }
 
-/* Round 0 posts the exchange, send first (the peer waits for it); round 1 does the local work. Out of place the
+/* Round 0 posts the exchange's receive (tcu_pair_start sent first: the peer waits for it); round 1 does the local
+ * work. Out of place the
  * incoming block lands in recvbuf; in place, where recvbuf still holds what we send or reduce, in scratch. The
  * reductions take their operands in the order of the algorithms they stand for (allreduce.c rd_step,
  * reduce_scatter.c ring_step), so every rank computes the same bits either way. */
@@ -120,7 +148,6 @@ static int pair_step(tcu_task_t *t)
     switch (a->type) {
     case TCOMMS_COLL_ALL_REDUCE: /* recursive doubling's one round */
         if (t->round == 0) {
-            tcu_send(t, peer, ALLREDUCE_SLOT, in, b);
             tcu_recv(t, peer, ALLREDUCE_SLOT, landed, b);
             return TCU_MORE;
         }
@@ -128,7 +155,6 @@ static int pair_step(tcu_task_t *t)
         return TCU_DONE;
     case TCOMMS_COLL_ALL_GATHER: /* linear (or ring): our block from sendbuf, the peer's into place */
         if (t->round == 0) {
-            tcu_send(t, peer, 0, in, b);
             tcu_recv(t, peer, 0, out + (size_t)peer * b, b);
             if (!a->in_place)
                 memcpy(out + (size_t)me * b, in, b);
@@ -137,7 +163,6 @@ static int pair_step(tcu_task_t *t)
         return TCU_DONE;
     case TCOMMS_COLL_REDUCE_SCATTER: /* the ring's one step: the peer's block goes, ours comes back */
         if (t->round == 0) {
-            tcu_send(t, peer, 0, in + (size_t)peer * b, b);
             tcu_recv(t, peer, 0, landed, b);
             return TCU_MORE;
         }
@@ -145,7 +170,6 @@ static int pair_step(tcu_task_t *t)
         return TCU_DONE;
     case TCOMMS_COLL_ALL_TO_ALL: /* linear: block peer goes, the peer's block for us comes */
         if (t->round == 0) {
-            tcu_send(t, peer, 0, in + (size_t)peer * b, b);
             tcu_recv(t, peer, 0, a->in_place ? landed : out + (size_t)peer * b, b);
             if (!a->in_place)
                 memcpy(out + (size_t)me * b, in + (size_t)me * b, b);
