@@ -685,7 +685,9 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
     return TCOMMS_SUCCESS;
 }
 
-void tcu_task_arm(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low)
+/* The two halves of tcu_task_launch, inline there, so that the generic path pays no call for the split (pair.c
+ * calls them apart: ucx.h). */
+static inline void arm(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low)
 {
     t->rank = c->rank;
     t->size = c->size;
@@ -708,7 +710,7 @@ void tcu_task_arm(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind
     t->queued = 0;
 }
 
-void tcu_task_enlist(tcu_task_t *t)
+static inline void enlist(tcu_task_t *t)
 {
     tcu_comm_t *c = t->comm;
     tcu_ctx_t *x = c->ctx;
@@ -743,8 +745,18 @@ void tcu_task_enlist(tcu_task_t *t)
 
 void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low)
 {
-    tcu_task_arm(t, c, algo, kind, low);
-    tcu_task_enlist(t);
+    arm(t, c, algo, kind, low);
+    enlist(t);
+}
+
+void tcu_task_arm(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low)
+{
+    arm(t, c, algo, kind, low);
+}
+
+void tcu_task_enlist(tcu_task_t *t)
+{
+    enlist(t);
 }
 
 void tcu_task_release(tcu_task_t *t)
