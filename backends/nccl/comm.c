@@ -65,7 +65,7 @@ static tcomms_status_t resources(tcn_comm_t *c)
     if ((e = cudaMalloc(&c->one, 16)) != cudaSuccess || (e = cudaMemset(c->one, 0, 16)) != cudaSuccess)
         return tcn_cuda_error(e, "cudaMalloc/cudaMemset (barrier buffer)", c->name);
     cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, c->device);
-    return TCOMMS_SUCCESS;
+    return tcn_pool_fill(c, TCN_REAP_EVERY);
 }
 
 static void release_resources(tcn_comm_t *c)

@@ -94,6 +94,15 @@ typedef struct tcn_op {
     char msg[256];              /* why it failed */
 } tcn_op_t;
 
+/* An empty pool is refilled by event queries (tcn_reap) only once this many operations were posted since the last
+ * refill; until then a new operation is made. Refilling whenever the pool ran dry cost several queries a post when
+ * the GPU ran a steady few calls behind the host (each search found only those few finished, so the pool never
+ * grew) and a search on every post when it ran far behind (docs/perf.md). So the pool grows to this many plus how
+ * far the GPU runs behind, and a search retires about this many at once. A communicator starts with this many, so
+ * its first calls do not create events. */
+#define TCN_REAP_EVERY 64
+/* Put `n` new operations (with their events) into the pool; the device set. */
+tcomms_status_t tcn_pool_fill(tcn_comm_t *c, int n);
 /* An operation for `c` from the pool (or a new one, with its events); guarded internally. `may_reap`: finished
  * operations may be queried back into an empty pool (not while the caller's stream is capturing). */
 tcomms_status_t tcn_op_get(tcn_comm_t *c, int may_reap, tcn_op_t **out);
@@ -159,6 +168,7 @@ struct tcn_comm {
     pthread_mutex_t plock;      /* the pending list and the pool */
     tcn_op_t pending;           /* sentinel of the operations the watchdog follows, oldest first */
     size_t npending;
+    size_t reap_at;             /* tcn_op_get refills an empty pool from the pending list at this many pending */
     tcn_op_t *pool;
     tcomms_comm_state_t *state; /* the core's failure state, which tcn_comm_fail reports to (tcn_comm_broken) */
     _Atomic int ended;          /* tcn_comm_fail ran: pending operations settled, ncclCommAbort called or given up */

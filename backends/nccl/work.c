@@ -36,12 +36,29 @@ static tcomms_status_t op_new(tcn_comm_t *c, tcn_op_t **out)
     return TCOMMS_SUCCESS;
 }
 
+tcomms_status_t tcn_pool_fill(tcn_comm_t *c, int n)
+{
+    tcomms_status_t st = TCOMMS_SUCCESS;
+    pthread_mutex_lock(&c->plock);
+    for (int i = 0; i < n && st == TCOMMS_SUCCESS; i++) {
+        tcn_op_t *op;
+        if ((st = op_new(c, &op)) == TCOMMS_SUCCESS) {
+            op->next = c->pool;
+            c->pool = op;
+        }
+    }
+    pthread_mutex_unlock(&c->plock);
+    return st;
+}
+
 tcomms_status_t tcn_op_get(tcn_comm_t *c, int may_reap, tcn_op_t **out)
 {
     tcomms_status_t st = TCOMMS_SUCCESS;
     pthread_mutex_lock(&c->plock);
-    if (c->pool == NULL && c->npending && may_reap)
-        tcn_reap(c, 1); /* operations finished since the last post give their events back */
+    if (c->pool == NULL && c->npending && c->npending >= c->reap_at && may_reap) {
+        tcn_reap(c, 1); /* operations finished since the last refill give their events back */
+        c->reap_at = c->npending + TCN_REAP_EVERY;
+    }
     tcn_op_t *op = c->pool;
     if (op != NULL)
         c->pool = op->next;
@@ -181,7 +198,15 @@ int tcn_reap(tcn_comm_t *c, int max)
         for (tcn_op_t *q = op; q != &c->pending && k < 128; q = q->next)
             if (q->run == op->run && (q->flags & TCN_OP_RECORDED) && op_status(q) == TCOMMS_IN_PROGRESS)
                 same[k++] = q;
-        int lo = 0, hi = k; /* same[0, lo) finished; same[hi, k) not */
+        /* the oldest first: when the GPU runs behind, one query says nothing is to retire */
+        cudaError_t e0 = cudaEventQuery(op->done);
+        if (e0 == cudaErrorNotReady)
+            return n;
+        if (e0 != cudaSuccess) { /* a device error: poll_op gives it to this operation, the next round retires it */
+            poll_op(op);
+            continue;
+        }
+        int lo = 1, hi = k; /* same[0, lo) finished; same[hi, k) not */
         while (lo < hi) {
             int mid = lo + (hi - lo) / 2;
             cudaError_t e = cudaEventQuery(same[mid]->done);
@@ -194,8 +219,6 @@ int tcn_reap(tcn_comm_t *c, int max)
                 break;
             }
         }
-        if (lo == 0 && op_status(op) == TCOMMS_IN_PROGRESS)
-            return n; /* the oldest is still running */
         for (int i = 0; i < lo; i++) {
             tcn_op_settle(same[i], TCOMMS_SUCCESS, NULL);
             retire(c, same[i]);
