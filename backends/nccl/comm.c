@@ -357,6 +357,12 @@ static void log_ready(const tcn_comm_t *c, const char *how)
                   c->nonblocking ? "non-blocking" : "blocking", c->prio, c->prio_least, c->prio_greatest);
 }
 
+/* The small path's limit where neither the environment nor a hint sets one (tcn.h). */
+static long small_default(int size)
+{
+    return size == 2 ? TCN_SMALL_DEFAULT_BYTES_2 : size <= TCN_SMALL_DEFAULT_RANKS ? TCN_SMALL_DEFAULT_BYTES : 0;
+}
+
 /* A root (p NULL), a split child (p the parent), or a shrink's child from a parent healthy on every survivor. */
 static tcomms_status_t create(const tcomms_backend_comm_args_t *args, tcn_comm_t *p, int shrink, void **bcomm)
 {
@@ -365,7 +371,7 @@ static tcomms_status_t create(const tcomms_backend_comm_args_t *args, tcn_comm_t
     tcomms_status_t st = tcn_core->env_int("TCOMMS_NCCL_WATCHDOG_MS", 1, 60000, 100, &watch_ms);
     if (st == TCOMMS_SUCCESS)
         st = tcn_core->env_int("TCOMMS_NCCL_SMALL_BYTES", 0, 1 << 20,
-                               args->size <= TCN_SMALL_DEFAULT_RANKS ? TCN_SMALL_DEFAULT_BYTES : 0, &small_bytes);
+                               small_default(args->size), &small_bytes);
     if (st != TCOMMS_SUCCESS) {
         if (p)
             split_vote(p, args, 0, shrink);

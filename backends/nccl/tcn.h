@@ -131,8 +131,10 @@ void tcn_work_free(void *bwork);
 
 /* The path's limit where neither TCOMMS_NCCL_SMALL_BYTES nor the nccl.small_bytes hint sets one: on up to 4 ranks
  * only. On 8 x H200 it lost to NCCL for all_gather, reduce_scatter and all_to_all; on 4 x H100 all_reduce lost above
- * 128 KiB and reduce_scatter above 128 KiB a block, where 2 GPUs still won (docs/perf.md). */
+ * 128 KiB and reduce_scatter above 128 KiB a block; on 2 x H100 every collective won up to 512 KiB a block, and
+ * reduce_scatter lost at 1 MiB to NCCL on windows (docs/perf.md). */
 #define TCN_SMALL_DEFAULT_BYTES 131072
+#define TCN_SMALL_DEFAULT_BYTES_2 524288 /* on 2 ranks */
 #define TCN_SMALL_DEFAULT_RANKS 4
 
 typedef struct tcn_small {
