@@ -8,6 +8,8 @@
  *       #3 as the first operation where the ranks diverge, and rank 2 as missing it;
  *   (d) as (a) on a split 'pair' of root ranks 1 and 2, whose ranks are not the root's: root rank 2 (rank 1 there)
  *       skips, and root rank 1 (rank 0 there) names rank 1 of 'pair', which its listener for root rank 2 answered.
+ * On 2 ranks (the UCX pair path, whose record the backend writes after its first send), rank 1 holds back
+ * all_reduce #3 until rank 0's record, dumped by TCOMMS_TRACE_DUMP_SIGNAL, shows #3 waiting; then posts it.
  * Single-rank cases check that tcomms_comm_abort and TCOMMS_TRACE_DUMP_SIGNAL write the file too. The references
  * are the scripted sequences themselves: which rank skipped what is known in advance. */
 #include <check.h>
@@ -191,6 +193,89 @@ static int flight_rank(int rank, int size, void *arg)
     return fails;
 }
 
+/* Read all of `path` into buf; 0 if absent. */
+static int slurp(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return 1;
+}
+
+typedef struct hung {
+    char backend[32];
+    char dir[128];
+    volatile int barrier;
+    volatile int pid0;
+} hung_t;
+
+/* The line of operation #3 in `buf` (a dump) says `state`. */
+static int third_is(const char *buf, const char *state)
+{
+    const char *at = strstr(buf, "\"seq\": 3, \"coll\": \"all_reduce\"");
+    const char *end = at != NULL ? strchr(at, '\n') : NULL;
+    char want[48];
+    snprintf(want, sizeof(want), "\"state\": \"%s\"", state);
+    const char *st = at != NULL ? strstr(at, want) : NULL;
+    return st != NULL && (end == NULL || st < end);
+}
+
+static int hung_rank(int rank, int size, void *arg)
+{
+    (void)size;
+    hung_t *h = arg;
+    char path[200], file[220], buf[8192] = "";
+    snprintf(path, sizeof(path), "%s/t", h->dir);
+    snprintf(file, sizeof(file), "%s.0.json", path);
+    setenv("TCOMMS_TRACE_DUMP", path, 1);
+    setenv("TCOMMS_TRACE_DUMP_SIGNAL", "USR1", 1);
+    tcomms_comm_t *comm = mrank_world(h->backend, OP_TIMEOUT_MS, rank);
+    if (comm == NULL)
+        return 1;
+    int fails = warm_up(comm, rank, 2);
+    if (rank == 0)
+        h->pid0 = (int)getpid();
+    mrank_host_barrier(&h->barrier, 2, 1, 20);
+    float x[4] = {1, 1, 1, 1}, y[4] = {0, 0, 0, 0};
+    tcomms_op_opts_t opts = {.field_mask = TCOMMS_OP_OPT_TIMEOUT, .timeout_ms = 20000};
+    if (rank == 1) { /* rank 0 is inside #3 (or about to be): ask for its record until it shows #3 waiting */
+        double until = mrank_now() + 15;
+        do {
+            mrank_sleep_ms(100);
+            unlink(file);
+            kill(h->pid0, SIGUSR1);
+            for (int i = 0; i < 50 && !(slurp(file, buf, sizeof(buf)) && strstr(buf, "]}")); i++)
+                mrank_sleep_ms(10);
+        } while (!third_is(buf, "waiting") && mrank_now() < until);
+        if (!third_is(buf, "waiting"))
+            fails += mrank_failf("FAIL: rank 0's record lacks all_reduce #3 waiting:\n%s", buf);
+    }
+    if (tcomms_all_reduce(comm, x, y, 4, TCOMMS_FLOAT32, TCOMMS_SUM, &opts, NULL) != TCOMMS_SUCCESS || y[0] != 2)
+        fails += mrank_failf("FAIL rank %d: all_reduce #3: %s", rank, tcomms_last_error());
+    tcomms_comm_destroy(comm);
+    return fails;
+}
+
+START_TEST(hung_call_is_recorded)
+{
+    hung_t *h = mrank_shared_alloc(sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    snprintf(h->backend, sizeof(h->backend), "%s", mrank_backend(_i));
+    snprintf(h->dir, sizeof(h->dir), "/tmp/tcomms-flight-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(h->dir));
+    int failing = mrank_run(2, hung_rank, h, JOB_S);
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", h->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "test_flight: could not remove %s\n", h->dir);
+    ck_assert_msg(failing == 0, "%s: %d rank(s) failed or died (see stderr)", h->backend, failing);
+    mrank_shared_free(h, sizeof *h);
+}
+END_TEST
+
 START_TEST(timeout_names_the_missing_rank)
 {
     shared_t *sh = mrank_shared_alloc(sizeof *sh);
@@ -210,17 +295,6 @@ START_TEST(timeout_names_the_missing_rank)
 }
 END_TEST
 
-/* Read all of `path` into buf; 0 if absent. */
-static int slurp(const char *path, char *buf, size_t len)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return 1;
-}
 
 static int dump_alone(int rank, int size, void *arg)
 {
@@ -268,6 +342,7 @@ static void add_tests(Suite *s, int nbackends)
     TCase *tc = mrank_tcase(s, "flight", JOB_S + 10);
     tcase_add_loop_test(tc, timeout_names_the_missing_rank, 0, nbackends * SCENARIOS);
     tcase_add_loop_test(tc, dump_on_abort_and_signal, 0, 2);
+    tcase_add_loop_test(tc, hung_call_is_recorded, 0, nbackends);
 }
 
 int main(void)

@@ -5,7 +5,8 @@
  * one more (the generic path), with guards around every buffer; each case three times: both ranks blocking, and
  * each rank blocking while the other posts a work handle (the generic algorithm), whose messages must match. The
  * core's trace line says which path a call took. Ranks that disagree (the dtype behind equal lengths, the count)
- * fail on both sides, and a peer that never calls times the pair call out, and the communicator stays broken. */
+ * fail on both sides, and a peer that never calls times the pair call out, and the communicator stays broken. A
+ * child communicator's pair calls, then its destruction, leave the parent's calls on the shared worker intact. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,60 @@ START_TEST(takes_the_pair_path)
 }
 END_TEST
 
+/* ---- a child's pair task, left on the worker's list of running tasks between its calls, goes with the child ---- */
+
+/* x[i] = rank + i + k on each rank; the sum is 1 + 2 (i + k). */
+static int sum_of_two(tcomms_comm_t *comm, int rank, int k, int by_handle)
+{
+    float x[4], y[4] = {0};
+    for (int i = 0; i < 4; i++)
+        x[i] = (float)(rank + i + k);
+    tcomms_work_t *w = NULL;
+    tcomms_status_t st = tcomms_all_reduce(comm, x, y, 4, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, by_handle ? &w : NULL);
+    if (st == TCOMMS_SUCCESS && w != NULL) {
+        st = tcomms_work_wait(w, 0);
+        tcomms_work_free(w);
+    }
+    for (int i = 0; st == TCOMMS_SUCCESS && i < 4; i++)
+        if (y[i] != (float)(1 + 2 * (i + k)))
+            return mrank_failf("FAIL rank %d: all_reduce %d: y[%d] = %g, expected %d", rank, k, i, (double)y[i],
+                               1 + 2 * (i + k));
+    return st == TCOMMS_SUCCESS ? 0 : mrank_failf("FAIL rank %d: all_reduce %d: %s", rank, k, tcomms_last_error());
+}
+
+static int child_rank(int rank, int size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    static const int both[2] = {0, 1};
+    tcomms_comm_t *world = mrank_world("ucx", SHORT_TIMEOUT_MS, rank);
+    if (world == NULL)
+        return 1;
+    int fails = 0;
+    for (int round = 0; round < 3 && fails == 0; round++) {
+        tcomms_comm_t *child = NULL;
+        if (tcomms_comm_split(world, both, 2, "child", NULL, &child) != TCOMMS_SUCCESS) {
+            fails += mrank_failf("FAIL rank %d: split: %s", rank, tcomms_last_error());
+            break;
+        }
+        for (int k = 0; k < 50 && fails == 0; k++)
+            fails += sum_of_two(child, rank, k, 0);
+        tcomms_comm_destroy(child);
+        /* the parent on the same worker: its own pair task, and the generic path by handles, whose tasks go on
+         * the list the child's pair task was on; deadline checks walk that list meanwhile (1.5 s timeout) */
+        for (int k = 0; k < 100 && fails == 0; k++)
+            fails += sum_of_two(world, rank, k, k % 2);
+    }
+    tcomms_comm_destroy(world);
+    return fails;
+}
+
+START_TEST(a_child_takes_its_pair_task_along)
+{
+    ck_assert_int_eq(mrank_run(2, child_rank, NULL, JOB_S), 0);
+}
+END_TEST
+
 /* ---- ranks that disagree, a peer that never calls ---------------------------------------------------------------- */
 
 typedef struct bad_case {
@@ -287,6 +342,7 @@ static void add_tests(Suite *s, int nbackends)
     TCase *tc = mrank_tcase(s, "pair", JOB_S + 30);
     tcase_add_loop_test(tc, matches_the_reference, 0, NMODES);
     tcase_add_test(tc, takes_the_pair_path);
+    tcase_add_test(tc, a_child_takes_its_pair_task_along);
     tcase_add_loop_test(tc, disagreements_fail_both_ranks, 0, NBAD);
 }
 
