@@ -134,7 +134,7 @@ static const struct {
     {"MM_FIFO_ELEM_SIZE", "4096", {"UCX_MM_FIFO_ELEM_SIZE", "UCX_SYSV_FIFO_ELEM_SIZE", "UCX_POSIX_FIFO_ELEM_SIZE"}, 1},
     /* Sends posted with UCP_OP_ATTR_FLAG_FAST_CMPL go eager (copied through shared memory by both sides) below
      * 1 MiB, rendezvous (one process_vm_readv by the receiver, cma) from 1 MiB; the others follow UCX_RNDV_THRESH,
-     * left to UCX (auto, computed from the transports' figures). engine.c (tcu_send) picks per message, which a single
+     * left to UCX (auto, computed from the transports' figures). message.c (tcu_send) picks per message, which a single
      * threshold cannot: the copying operations want one copy from 32 KiB, the reducing ones eager up to 1 MiB on
      * an oversubscribed host, where a rendezvous handshake waits for the peer to be scheduled. Setting
      * UCX_RNDV_THRESH makes one threshold for all. Figures: docs/perf.md, issue 29's copy work. */

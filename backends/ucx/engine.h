@@ -2,7 +2,7 @@
 /* The collective engine as algorithms see it: a collective is a task, a state machine of rounds. Each round posts
  * tagged sends and receives; when all of them have completed the engine calls the algorithm's step again, which
  * does the round's local work (reduce, copy) and posts the next round. Algorithm files (allreduce.c, bcast.c, ...)
- * include only this header; the mechanics behind it live in engine.c, progress.c and context.c. */
+ * include only this header; the mechanics behind it live in engine.c, message.c, progress.c and context.c. */
 #ifndef TCU_ENGINE_H
 #define TCU_ENGINE_H
 
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <tcomms/backend.h>
 
-/* Not a UCX status: a receive completed with fewer bytes than posted (engine.c). */
+/* Not a UCX status: a receive completed with fewer bytes than posted (message.c). */
 #define TCU_ERR_SHORT_MESSAGE ((ucs_status_t)-1000)
 
 typedef struct tcu_task tcu_task_t;
@@ -32,7 +32,7 @@ typedef struct tcu_algo {
     tcu_step_fn step;
 } tcu_algo_t;
 
-/* A request in flight for a task (engine.c), with the peer it involves. Engine only. */
+/* A request in flight for a task (message.c), with the peer it involves. Engine only. */
 struct tcu_req {
     void *req;
     int peer;
@@ -42,11 +42,11 @@ struct tcu_req {
 };
 /* Requests a task holds without an allocation of their own: a round of two messages (a send and a receive, as in
  * every round of a 2-rank all_reduce) stays within the task's lines, and UCX's requests for them live in the task's
- * allocation too, after the struct (engine.c: lend). */
+ * allocation too, after the struct (message.c: lend). */
 #define TCU_INLINE_REQS 2
 
 /* A running collective. Algorithms read the fields of the first block and own `state`; everything after the
- * "engine only" line is private to engine.c and progress.c. */
+ * "engine only" line is private to engine.c, message.c and progress.c. */
 struct tcu_task {
     tcomms_coll_args_t a;   /* the operation, validated by the core; v-variant arrays are the task's own copies
                                (never NULL: packed displacements are filled in) */
@@ -81,7 +81,7 @@ struct tcu_task {
     struct tcu_req inline_reqs[TCU_INLINE_REQS];
     /* line 5 (offset 320) */
     uint64_t tag_base;      /* kind, communicator id, this operation's sequence number and shape */
-    size_t rndv_from;       /* sends this large may go by rendezvous (engine.c, tcu_send) */
+    size_t rndv_from;       /* sends this large may go by rendezvous (message.c, tcu_send) */
     uint64_t deadline_ns;   /* CLOCK_MONOTONIC: the operation fails with TCOMMS_ERR_TIMEOUT after it */
     tcomms_status_t status; /* TCOMMS_IN_PROGRESS until final */
     int error_peer;         /* the peer of the request that ucs_error names */
@@ -90,7 +90,7 @@ struct tcu_task {
     unsigned char sync;     /* sends complete only once received (rooted collectives: shape.c) */
     unsigned char held;     /* the caller still holds the handle */
     unsigned char big;      /* a collective whose message is at least TCU_BIG_BYTES (engine.c) */
-    unsigned char owes;     /* received a message that may have come by rendezvous (engine.c: OWE_BYTES) */
+    unsigned char owes;     /* received a message that may have come by rendezvous (message.c: OWE_BYTES) */
     unsigned char queued;   /* posted, waiting for one of its communicator's big-collective slots */
     struct tcu_task *anext, *aprev; /* the context's list of running tasks */
     unsigned char *scratch;      /* the view tcu_scratch returns: scratch_mem at recvbuf's offset modulo 64 */

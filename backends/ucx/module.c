@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The UCX backend's one exported symbol, tcomms_backend_module, and its entry points: query (can UCP start here?),
  * post (pick the algorithm and tag, start the task), and the work handle calls, which progress the worker on the
- * caller's thread. Communicators are in comm.c, the engine in engine.c and progress.c. */
+ * caller's thread. Communicators are in comm.c, the engine in engine.c, message.c and progress.c. */
 #include <string.h>
 
 #include "ucx.h"

@@ -212,7 +212,7 @@ int tcu_drive(tcu_ctx_t *c, int (*done)(void *), void *arg, uint64_t timeout_ns)
  * on or tested anything for a whole tick ("the caller is away") does it take over: progress, arm the worker, sleep
  * on its event fd, until the tasks end or a caller is back. It uses trylock, so it never queues behind a caller
  * either. The worker has work while a task runs, and for LINGER_NS after the last one that received a large
- * message ended (engine.c: OWE_BYTES); then the thread only progresses it once a tick, without arming. An
+ * message ended (message.c: OWE_BYTES); then the thread only progresses it once a tick, without arming. An
  * operation that completed here may still owe its peer something UCX sends later (the acknowledgement that ends a
  * rendezvous, queued when the peer's FIFO was full), and that peer's send must not wait for our next call. */
 static int has_work(tcu_ctx_t *c, uint64_t now)

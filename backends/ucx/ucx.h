@@ -207,9 +207,6 @@ void tcu_task_unready(tcu_task_t *t);
 /* Cancel the task's requests and make `status` its final result; the task's communicator breaks with it. */
 void tcu_task_fail(tcu_task_t *t, tcomms_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Fail the collective with TCOMMS_ERR_MISMATCH when a peer's message for one of its waiting receives came with
- * another shape; returns 1 then. Lock held. */
-int tcu_task_check_shape(tcu_task_t *t);
 /* Drop the caller's handle; the task returns to its communicator's free list once final. Lock held. */
 void tcu_task_release(tcu_task_t *t);
 /* A new task, zeroed and laid out as engine.h says (64-byte aligned, its requests inline); NULL when out of
@@ -217,8 +214,6 @@ void tcu_task_release(tcu_task_t *t);
 tcu_task_t *tcu_task_alloc(void);
 /* Free a task and its buffers. */
 void tcu_task_destroy(tcu_task_t *t);
-/* Learn UCX's request size, so that tasks allocated from now on hold their first requests (engine.c: lend). */
-void tcu_task_lend_requests(ucp_context_h ucp);
 /* Keep a task with t->stranded requests on its context's list instead of freeing it (lock held); free that list's
  * tasks once the worker is destroyed. */
 void tcu_task_strand(tcu_task_t *t);
@@ -243,6 +238,21 @@ static inline const tcomms_coll_info_t *tcu_coll_info(tcomms_coll_type_t type)
     return tcu_core->coll_info(type);
 }
 const char *tcu_coll_name(tcomms_coll_type_t type);
+
+/* ---- message.c ------------------------------------------------------------------------------------------------ */
+
+/* Learn UCX's request size, so that tasks allocated from now on hold their first requests (message.c: lend). */
+void tcu_task_lend_requests(ucp_context_h ucp);
+/* Bytes to allocate for a task: the struct and the requests it lends UCX. */
+size_t tcu_task_bytes(void);
+/* After a round: give UCX back the requests it allocated, forget the round's requests. Lock held. */
+void tcu_task_release_requests(tcu_task_t *t);
+/* Cancel the task's requests in flight and hand them back (lent ones UCX still holds are counted in `stranded`).
+ * Lock held. */
+void tcu_task_drop_requests(tcu_task_t *t);
+/* Fail the collective with TCOMMS_ERR_MISMATCH when a peer's message for one of its waiting receives came with
+ * another shape; returns 1 then. Lock held. */
+int tcu_task_check_shape(tcu_task_t *t);
 
 /* ---- select.c ------------------------------------------------------------------------------------------------- */
 
