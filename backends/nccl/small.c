@@ -128,12 +128,17 @@ static void unmap_peers(tcn_comm_t *c)
 }
 
 #if TCN_HAVE_SMALL
-/* This rank's staging area (zeroed: flags at epoch 0) and abort flag; 0 on failure. */
+/* This rank's staging area (zeroed: flags at epoch 0) and abort flag; 0 on failure. The kernel is loaded into the
+ * device's context here: under CUDA's lazy loading (the default since CUDA 12.2) its first launch would load it
+ * then, and loading may wait for the device to go idle, so a first call queued behind the caller's unfinished work
+ * blocked the host until that work ran (test_nccl stream_semantics). */
 static int offer(tcn_comm_t *c, size_t slot, cudaIpcMemHandle_t *handle)
 {
     tcn_small_t *s = &c->small;
     void *abort_flag = NULL;
-    if (cudaMalloc(&s->mine, area_bytes(c, slot)) != cudaSuccess ||
+    struct cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, (const void *)kernel) != cudaSuccess ||
+        cudaMalloc(&s->mine, area_bytes(c, slot)) != cudaSuccess ||
         cudaMemset(s->mine, 0, area_bytes(c, slot)) != cudaSuccess ||
         cudaIpcGetMemHandle(handle, s->mine) != cudaSuccess ||
         cudaHostAlloc(&abort_flag, sizeof(int), cudaHostAllocMapped) != cudaSuccess) {
