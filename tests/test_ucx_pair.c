@@ -2,8 +2,9 @@
 /* The UCX backend's pair exchange (backends/ucx/pair.c): blocking all_reduce, all_gather, reduce_scatter and
  * all_to_all on 2 ranks up to 16 KiB a message. Against the independent reference of coll_ref.h (plain loops in
  * double), on every dtype and op, in and out of place, at counts of 1, 7, the largest that takes the pair path and
- * one more (the generic path), with guards around every buffer; each case three times: both ranks blocking, and
- * each rank blocking while the other posts a work handle (the generic algorithm), whose messages must match. The
+ * one more (the generic path), with guards around every buffer; each case five times: both ranks blocking, each
+ * rank blocking while the other posts a work handle (the generic algorithm), whose messages must match, and both
+ * blocking with either rank late to every call (the other's call then waits as an ordinary task). The
  * core's trace line says which path a call took. Ranks that disagree (the dtype behind equal lengths, the count)
  * fail on both sides, and a peer that never calls times the pair call out, and the communicator stays broken. A
  * child communicator's pair calls, then its destruction, leave the parent's calls on the shared worker intact. */
@@ -27,8 +28,11 @@
 enum { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, NTYPES };
 static const char *const type_names[NTYPES] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
 
-/* Which rank posts a work handle instead of blocking: none, rank 0 or rank 1. */
-enum { BOTH_BLOCK, ZERO_WAITS, ONE_WAITS, NMODES };
+/* Which rank posts a work handle instead of blocking: none, rank 0 or rank 1; or both block and rank 0 or rank 1
+ * comes LATE_MS late to every call, so that its peer's call outlasts the polls pair.c makes on its own and waits as
+ * an ordinary task of the engine (tcu_pair_run). */
+enum { BOTH_BLOCK, ZERO_WAITS, ONE_WAITS, ZERO_LATE, ONE_LATE, NMODES };
+#define LATE_MS 1
 
 typedef struct ctx {
     tcomms_comm_t *comm;
@@ -41,6 +45,8 @@ static tcomms_status_t call(ctx_t *x, int type, const void *s, void *r, size_t n
                                         ? &w
                                         : NULL;
     tcomms_status_t st;
+    if ((x->mode == ZERO_LATE && x->rank == 0) || (x->mode == ONE_LATE && x->rank == 1))
+        mrank_sleep_ms(LATE_MS);
     switch (type) {
     case ALL_REDUCE: st = tcomms_all_reduce(x->comm, s, r, n, dt, op, NULL, wp); break;
     case ALL_GATHER: st = tcomms_all_gather(x->comm, s, r, n, dt, NULL, wp); break;

@@ -310,13 +310,31 @@ static int is_reducing(tcomms_coll_type_t type)
 }
 
 /* AVG reduced as SUM; divide where the result landed (a.count is this rank's result length for every type). */
-static void complete(tcu_task_t *t)
+static void epilogue(tcu_task_t *t)
 {
     if (t->a.op == TCOMMS_AVG && is_reducing(t->a.type) && t->a.count &&
         (t->a.type != TCOMMS_COLL_REDUCE || t->rank == t->a.peer))
         t->core->avg_finish(t->a.recvbuf, t->a.count, t->a.dtype, t->size);
+}
+
+static void complete(tcu_task_t *t)
+{
+    epilogue(t);
     t->status = TCOMMS_SUCCESS;
     finish(t);
+}
+
+void tcu_task_end_locally(tcu_task_t *t)
+{
+    epilogue(t);
+    t->status = TCOMMS_SUCCESS;
+    if (t->owes) { /* what enlist and finish tell the progress thread: linger for what the worker may owe */
+        tcu_ctx_t *x = t->comm->ctx;
+        x->task_ended = 1;
+        x->last_post_ns = tc_now_coarse_ns();
+        if (x->deep_sleep)
+            tcu_thread_wake(x);
+    }
 }
 
 void tcu_task_advance(tcu_task_t *t)

@@ -92,19 +92,19 @@ static void note_short(tcu_task_t *t, size_t got, size_t posted, int peer)
     t->error_peer = peer;
 }
 
-/* The posted length of `req`: from the round's requests, or, for a completion UCX runs inside the very call that
- * posts it (a rendezvous whose data a synchronous copy brings at once), from what tcu_recv noted before the call. */
+/* The posted length of `req`: for a completion UCX runs inside the very call that posts it (a message already
+ * waiting: tcu_recv), what tcu_recv noted before the call; else from the round's requests. */
 static void recv_done(void *req, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user)
 {
     tcu_task_t *t = user;
-    if (st == UCS_OK) {
+    if (st == UCS_OK && t->posting) {
+        note_short(t, info->length, t->post_bytes, t->post_peer);
+    } else if (st == UCS_OK) {
         int i = t->nreqs - 1;
         while (i >= 0 && t->reqs[i].req != req)
             i--;
         if (i >= 0)
             note_short(t, info->length, t->reqs[i].bytes, t->reqs[i].peer);
-        else if (t->posting)
-            note_short(t, info->length, t->post_bytes, t->post_peer);
     }
     note_completion(t, st);
 }
@@ -177,35 +177,28 @@ void tcu_send(tcu_task_t *t, int peer, unsigned slot, const void *buf, size_t by
     track(t, r, peer, 1, slot, bytes);
 }
 
-/* A message already waiting is taken through a probe, which tells its length (UCX 1.13 leaves recv_info unset
- * when a receive completes at once); one still to come is checked by recv_done. Either way one tag lookup: the
- * probe removes what it finds. */
+/* A receive never completes "immediately" (UCP_OP_ATTR_FLAG_NO_IMM_CMPL): UCX 1.13 leaves recv_info unset when it
+ * does, so the length of a message that was already waiting would go unchecked; denied that, UCX runs recv_done
+ * inside the call, with the length, and returns the completed request, which the round keeps as any other. One tag
+ * lookup either way, and no probe before it. */
 void tcu_recv(tcu_task_t *t, int peer, unsigned slot, void *buf, size_t bytes)
 {
     if (t->ucs_error || peer_unusable(t, peer))
         return;
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                             UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                                             UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE |
+                                             UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
                              .cb.recv = recv_done,
                              .user_data = t,
                              .datatype = ucp_dt_make_contig(1),
                              .memory_type = UCS_MEMORY_TYPE_HOST};
     lend(t, &p);
-    ucp_worker_h w = t->comm->ctx->worker;
-    void *into = bytes ? buf : &empty_message;
     t->owes |= bytes >= OWE_BYTES;
-    ucp_tag_recv_info_t info;
-    ucp_tag_message_h msg = ucp_tag_probe_nb(w, message_tag(t, peer, slot), UINT64_MAX, 1, &info);
     t->posting = 1;
     t->post_bytes = bytes;
     t->post_peer = peer;
-    void *r;
-    if (msg != NULL) {
-        note_short(t, info.length < bytes ? info.length : bytes, bytes, peer); /* longer: UCX's own error */
-        r = ucp_tag_msg_recv_nbx(w, into, bytes, msg, &p);
-    } else {
-        r = ucp_tag_recv_nbx(w, into, bytes, message_tag(t, peer, slot), UINT64_MAX, &p);
-    }
+    void *r = ucp_tag_recv_nbx(t->comm->ctx->worker, bytes ? buf : &empty_message, bytes,
+                               message_tag(t, peer, slot), UINT64_MAX, &p);
     t->posting = 0;
     track(t, r, peer, 0, slot, bytes);
 }

@@ -80,23 +80,25 @@ static tcomms_status_t post(void *bcomm, const tcomms_coll_args_t *a, void **bwo
         return st;
     }
     tcu_task_t *t = NULL;
+    /* A blocking call outside a group waits right here, under the lock already held, and a success hands back no
+     * handle (TCOMMS_COLL_FLAG_INLINE): no second and third lock round trip for the wait and the free. Failures,
+     * and an operation still running after its timeout, go back as a handle, whose wait reports them as before. */
+    uint64_t timeout_ns = (uint64_t)a->timeout_ms * 1000000ull;
     if (a->type == TCOMMS_COLL_SEND || a->type == TCOMMS_COLL_RECV) {
         algo = &tcu_algo_p2p;
         kind = TCU_KIND_P2P;
         seq = a->type == TCOMMS_COLL_SEND ? c->send_seq[a->peer]++ : c->recv_seq[a->peer]++;
     } else {
         seq = c->coll_seq++;
-        if (pair_call(c, a))
-            t = tcu_pair_start(c, a, seq);
-        algo = t != NULL ? &tcu_algo_pair : choose(c, a);
+        if (pair_call(c, a) && tcu_pair_run(c, a, seq, timeout_ns, &t)) {
+            pthread_mutex_unlock(&x->lock);
+            *bwork = t;
+            return TCOMMS_SUCCESS;
+        }
+        algo = choose(c, a);
     }
-    tcomms_status_t st = t != NULL ? TCOMMS_SUCCESS : tcu_task_start(c, a, algo, kind, seq, &t);
-    /* A blocking call outside a group waits right here, under the lock already held, and a success hands back no
-     * handle (TCOMMS_COLL_FLAG_INLINE): no second and third lock round trip for the wait and the free. Failures,
-     * and an operation still running after its timeout, go back as a handle, whose wait reports them as before. */
-    uint64_t timeout_ns = (uint64_t)a->timeout_ms * 1000000ull;
-    if (st == TCOMMS_SUCCESS && (a->flags & TCOMMS_COLL_FLAG_INLINE) &&
-        (t->algo == &tcu_algo_pair ? tcu_pair_wait(t, timeout_ns) : tcu_drive(x, tcu_task_final, t, timeout_ns)) &&
+    tcomms_status_t st = tcu_task_start(c, a, algo, kind, seq, &t);
+    if (st == TCOMMS_SUCCESS && (a->flags & TCOMMS_COLL_FLAG_INLINE) && tcu_drive(x, tcu_task_final, t, timeout_ns) &&
         t->status == TCOMMS_SUCCESS) {
         tcu_task_release(t);
         t = NULL;

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Blocking small collectives on 2 ranks: all_reduce, all_gather, reduce_scatter and all_to_all are one exchange
  * there, and the generic start (a task from the free list, the facts of the type and dtype looked up again, the
- * algorithm's general step) cost more than the exchange itself (docs/perf.md, issue 29). Such a call runs on the
- * communicator's own pair task, with the facts of the last call kept, and a step that posts the exchange directly.
- * It is still a task of the engine: deadlines, abort, a broken communicator, failed endpoints, the shape check and
- * the error reports treat it as any other. The messages are exactly the ones the algorithm select.c picks sends
- * (tags, slots, lengths), so a rank that makes the same call non-blocking, and runs that algorithm, takes them. */
+ * algorithm's general step) and the generic wait (lists, deadline, ready list, sweep) cost more than the exchange
+ * itself (docs/perf.md, issue 29). Such a call runs on the communicator's own pair task, with the facts of the last
+ * call kept: it posts the exchange and polls its two messages itself, and when they complete within a few polls,
+ * as most do, it does the local work and returns, the task never linked anywhere. Otherwise the task becomes an
+ * ordinary running task of the engine (linked, with its deadline) and the call waits as any other: deadlines,
+ * abort, a broken communicator, failed endpoints, the shape check and the error reports treat it as any other.
+ * The messages are exactly the ones the algorithm select.c picks sends (tags, slots, lengths), so a rank that makes
+ * the same call non-blocking, and runs that algorithm, takes them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +22,10 @@
  * (allreduce.c, SLOT_ROUNDS), the first step of the others. */
 #define ALLREDUCE_SLOT 2u
 
+/* A call polls its messages this many times before its task joins the engine's lists: as many as tcu_drive makes
+ * before its first clock reading, so that no call goes longer without one. */
+#define OWN_POLLS 16
+
 extern const tcu_algo_t tcu_allreduce_recursive_doubling;
 extern const tcu_algo_t tcu_allgather_ring;
 extern const tcu_algo_t tcu_allgather_linear;
@@ -26,7 +33,7 @@ extern const tcu_algo_t tcu_reduce_scatter_ring;
 extern const tcu_algo_t tcu_alltoall_pairwise;
 extern const tcu_algo_t tcu_alltoall_linear;
 
-/* Does the algorithm select.c picks send, on 2 ranks, the one exchange pair_step posts? */
+/* Does the algorithm select.c picks send, on 2 ranks, the one exchange tcu_pair_run posts? */
 static int same_exchange(tcomms_coll_type_t type, const tcu_algo_t *algo)
 {
     switch (type) {
@@ -65,10 +72,10 @@ int tcu_pair_fits(tcu_comm_t *c, const tcomms_coll_args_t *a)
     return f->fits;
 }
 
-/* The exchange's send: our block, or the peer's block of sendbuf. Sent before anything else the call does (the
+/* The exchange's send: our block, or the peer's block of sendbuf. Sent before the receive and the local work (the
  * peer waits for it): a rank's time from its peer's message to its own next send is the pair's round trip, and
  * what either rank does after its send overlaps the peer's part (docs/perf.md, issue 29, "the receive-to-send
- * path"). An unknown type sends nothing: pair_step fails it. */
+ * path"). */
 static void pair_send(tcu_task_t *t, const tcomms_coll_args_t *a)
 {
     int peer = 1 - t->rank;
@@ -90,29 +97,74 @@ static void pair_send(tcu_task_t *t, const tcomms_coll_args_t *a)
     }
 }
 
-tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq)
+/* Where the peer's block lands: out of place in recvbuf; in place, where recvbuf still holds what we send or
+ * reduce, in scratch (tcu_pair_run took it before the send). all_gather sends from our block's place. */
+static unsigned char *landing(const tcu_task_t *t)
 {
-    tcu_task_t *t = c->pair;
-    if (t == NULL && (t = c->pair = tcu_task_alloc()) == NULL)
-        return NULL;
-    if (t->cnext != NULL) /* still held: an earlier call's failure, not yet reported */
-        return NULL;
-    const struct tcu_pair_facts *f = &c->pair_facts;
-    t->esize = f->esize;
-    t->reduce = f->reduce;
-    t->sync = 0;
-    t->big = 0;
-    t->watched = 1;
-    tcu_task_arm(t, c, &tcu_algo_pair, TCU_KIND_COLL, tcu_coll_low(seq, f->shape));
-    pair_send(t, a); /* a failure it records fails the task at enlist's first step */
-    t->a = *a;       /* no count arrays: none of the four types has them */
-    tcu_task_enlist(t);
-    return t;
+    const tcomms_coll_args_t *a = &t->a;
+    size_t b = a->count * t->esize;
+    switch (a->type) {
+    case TCOMMS_COLL_ALL_GATHER:
+        return (unsigned char *)a->recvbuf + (size_t)(1 - t->rank) * b;
+    case TCOMMS_COLL_ALL_TO_ALL:
+        return a->in_place ? t->scratch : (unsigned char *)a->recvbuf + (size_t)(1 - t->rank) * b;
+    default:
+        return a->in_place ? t->scratch : a->recvbuf;
+    }
 }
 
-/* The caller's wait watches the task's messages itself and advances it when they are done: no ready list and no
- * sweep for a task whose caller is looking at it anyway. tcu_drive's wait is otherwise the same (clock, deadlines,
- * yield, sleep). A failed message (ucs_error) is advanced the same way, into tcu_task_fail. */
+/* Round 0: the exchange's receive (tcu_pair_run sent first: the peer waits for it), and our own block's copy. */
+static void pair_recv(tcu_task_t *t)
+{
+    const tcomms_coll_args_t *a = &t->a;
+    int me = t->rank;
+    size_t b = a->count * t->esize;
+    tcu_recv(t, 1 - me, a->type == TCOMMS_COLL_ALL_REDUCE ? ALLREDUCE_SLOT : 0, landing(t), b);
+    if (a->in_place)
+        return;
+    if (a->type == TCOMMS_COLL_ALL_GATHER)
+        memcpy((unsigned char *)a->recvbuf + (size_t)me * b, a->sendbuf, b);
+    else if (a->type == TCOMMS_COLL_ALL_TO_ALL)
+        memcpy((unsigned char *)a->recvbuf + (size_t)me * b, (const unsigned char *)a->sendbuf + (size_t)me * b, b);
+}
+
+/* Round 1: the local work. The reductions take their operands in the order of the algorithms they stand for
+ * (allreduce.c rd_step, reduce_scatter.c ring_step), so every rank computes the same bits either way. */
+static void pair_local(tcu_task_t *t)
+{
+    const tcomms_coll_args_t *a = &t->a;
+    size_t n = a->count, b = n * t->esize;
+    switch (a->type) {
+    case TCOMMS_COLL_ALL_REDUCE: /* recursive doubling's one round */
+        t->reduce(a->recvbuf, a->sendbuf, landing(t), n);
+        break;
+    case TCOMMS_COLL_REDUCE_SCATTER: /* the ring's one step: the peer's block went, ours came back */
+        t->reduce(a->recvbuf, landing(t), (const unsigned char *)a->sendbuf + (size_t)t->rank * b, n);
+        break;
+    case TCOMMS_COLL_ALL_TO_ALL: /* linear: block peer went, the peer's block for us came */
+        if (a->in_place)
+            memcpy((unsigned char *)a->recvbuf + (size_t)(1 - t->rank) * b, t->scratch, b);
+        break;
+    default: /* all_gather: all in place already */
+        break;
+    }
+}
+
+/* The step of a pair task that became an ordinary running one (tcu_pair_run); it is at round 1 by then. */
+static int pair_step(tcu_task_t *t)
+{
+    if (t->round == 0) {
+        pair_recv(t);
+        return TCU_MORE;
+    }
+    pair_local(t);
+    return TCU_DONE;
+}
+
+/* Past its own polls, the caller's wait still watches the task's messages itself and advances it when they are
+ * done: no ready list and no sweep for a task whose caller is looking at it anyway. tcu_drive's wait is otherwise
+ * the same (clock, deadlines, yield, sleep). A failed message (ucs_error) is advanced the same way, into
+ * tcu_task_fail. */
 static int pair_done(void *arg)
 {
     tcu_task_t *t = arg;
@@ -121,66 +173,64 @@ static int pair_done(void *arg)
     return t->status != TCOMMS_IN_PROGRESS;
 }
 
-int tcu_pair_wait(tcu_task_t *t, uint64_t timeout_ns)
+/* The call's messages ended (both, or one failed) within OWN_POLLS polls of the worker: nothing else needs the
+ * task meanwhile (completions only count down `pending`, and a sweep other tasks need runs as in tcu_drive). A
+ * broken communicator or a failed endpoint hands it to the engine, whose sweep knows what to fail. */
+static int own_wait(tcu_task_t *t)
 {
-    int done = tcu_drive(t->comm->ctx, pair_done, t, timeout_ns);
+    tcu_ctx_t *x = t->comm->ctx;
+    x->wait_epoch++; /* the progress thread sees a caller */
+    for (int polls = 0; t->pending > 0 && !t->ucs_error; polls++) {
+        if (polls == OWN_POLLS)
+            return 0;
+        ucp_worker_progress(x->worker);
+        if (x->events) {
+            if (x->broken || x->ep_failed)
+                return 0;
+            tcu_sweep(x);
+        }
+    }
+    return !t->ucs_error;
+}
+
+int tcu_pair_run(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq, uint64_t timeout_ns, tcu_task_t **out)
+{
+    tcu_task_t *t = c->pair;
+    if (t == NULL && (t = c->pair = tcu_task_alloc()) == NULL)
+        return 0;
+    if (t->cnext != NULL) /* still held: an earlier call's failure, not yet reported */
+        return 0;
+    const struct tcu_pair_facts *f = &c->pair_facts;
+    t->a = *a; /* no count arrays: none of the four types has them */
+    t->esize = f->esize;
+    if (a->in_place && a->type != TCOMMS_COLL_ALL_GATHER && tcu_scratch(t, a->count * t->esize) == NULL)
+        return 0; /* the generic start reports it */
+    t->reduce = f->reduce;
+    t->sync = 0;
+    t->big = 0;
+    t->watched = 1;
+    tcu_task_arm(t, c, &tcu_algo_pair, TCU_KIND_COLL, tcu_coll_low(seq, f->shape));
+    pair_send(t, a);
+    pair_recv(t); /* round 0; a failure to post is in ucs_error */
+    t->round = 1;
+    if (own_wait(t)) {
+        tcu_task_release_requests(t);
+        pair_local(t);
+        tcu_task_end_locally(t);
+        *out = NULL;
+        return 1;
+    }
+    tcu_task_enlist(t); /* with round 1 pending: it fails at once on ucs_error, or ends if the messages did */
+    *out = t;
+    int done = tcu_drive(c->ctx, pair_done, t, timeout_ns);
     t->watched = 0; /* from here on, a handle's wait: completions put it on the ready list again */
     if (!done && (t->pending == 0 || t->ucs_error))
         tcu_task_ready(t);
-    return done;
-}
-
-/* Round 0 posts the exchange's receive (tcu_pair_start sent first: the peer waits for it); round 1 does the local
- * work. Out of place the
- * incoming block lands in recvbuf; in place, where recvbuf still holds what we send or reduce, in scratch. The
- * reductions take their operands in the order of the algorithms they stand for (allreduce.c rd_step,
- * reduce_scatter.c ring_step), so every rank computes the same bits either way. */
-static int pair_step(tcu_task_t *t)
-{
-    const tcomms_coll_args_t *a = &t->a;
-    int me = t->rank, peer = 1 - me;
-    size_t n = a->count, b = n * t->esize;
-    const unsigned char *in = a->sendbuf;
-    unsigned char *out = a->recvbuf;
-    unsigned char *landed = out;
-    if (a->in_place && a->type != TCOMMS_COLL_ALL_GATHER && (landed = tcu_scratch(t, b)) == NULL)
-        return TCOMMS_ERR_NO_MEMORY;
-    switch (a->type) {
-    case TCOMMS_COLL_ALL_REDUCE: /* recursive doubling's one round */
-        if (t->round == 0) {
-            tcu_recv(t, peer, ALLREDUCE_SLOT, landed, b);
-            return TCU_MORE;
-        }
-        t->reduce(out, in, landed, n);
-        return TCU_DONE;
-    case TCOMMS_COLL_ALL_GATHER: /* linear (or ring): our block from sendbuf, the peer's into place */
-        if (t->round == 0) {
-            tcu_recv(t, peer, 0, out + (size_t)peer * b, b);
-            if (!a->in_place)
-                memcpy(out + (size_t)me * b, in, b);
-            return TCU_MORE;
-        }
-        return TCU_DONE;
-    case TCOMMS_COLL_REDUCE_SCATTER: /* the ring's one step: the peer's block goes, ours comes back */
-        if (t->round == 0) {
-            tcu_recv(t, peer, 0, landed, b);
-            return TCU_MORE;
-        }
-        t->reduce(out, landed, in + (size_t)me * b, n);
-        return TCU_DONE;
-    case TCOMMS_COLL_ALL_TO_ALL: /* linear: block peer goes, the peer's block for us comes */
-        if (t->round == 0) {
-            tcu_recv(t, peer, 0, a->in_place ? landed : out + (size_t)peer * b, b);
-            if (!a->in_place)
-                memcpy(out + (size_t)me * b, in + (size_t)me * b, b);
-            return TCU_MORE;
-        }
-        if (a->in_place)
-            memcpy(out + (size_t)peer * b, landed, b);
-        return TCU_DONE;
-    default:
-        return tcu_fail(t, TCOMMS_ERR_INTERNAL, "no pair exchange for this operation");
+    if (done && t->status == TCOMMS_SUCCESS) {
+        tcu_task_release(t);
+        *out = NULL;
     }
+    return 1;
 }
 
 const tcu_algo_t tcu_algo_pair = {"pair", pair_step};

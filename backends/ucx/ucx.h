@@ -199,6 +199,8 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
 void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low);
 void tcu_task_arm(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low);
 void tcu_task_enlist(tcu_task_t *t);
+/* A task armed and never enlisted whose last step ran (pair.c): the AVG epilogue, and success. Lock held. */
+void tcu_task_end_locally(tcu_task_t *t);
 /* Run steps while the current round is complete. Lock held. */
 void tcu_task_advance(tcu_task_t *t);
 /* Put `t` on the context's ready list (once) for the next sweep; take it off. Lock held. */
@@ -276,11 +278,11 @@ static inline int tcu_pair_type(tcomms_coll_type_t type)
  * all_gather, reduce_scatter or all_to_all of a small message, no algorithm forced. Keeps the facts of the call in
  * c->pair_facts without the lock: calls on one communicator are serialised by the caller. */
 int tcu_pair_fits(tcu_comm_t *c, const tcomms_coll_args_t *a);
-/* Start collective number `seq` as a pair exchange (tcu_pair_fits said yes); NULL when out of memory or while an
- * earlier call's failure still holds the task (then the generic path runs it). Lock held. */
-tcu_task_t *tcu_pair_start(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq);
-/* Wait for it as tcu_drive(ctx, tcu_task_final, t, timeout_ns) does; returns whether it ended. Lock held. */
-int tcu_pair_wait(tcu_task_t *t, uint64_t timeout_ns);
+/* Run collective number `seq` as a pair exchange (tcu_pair_fits said yes) and wait for it up to `timeout_ns`:
+ * returns 0 when it cannot (out of memory, or an earlier call's failure still holds the pair task: the generic path
+ * runs it then), else 1 with *out NULL when it succeeded, or the task, as the caller's handle, when it failed or
+ * still runs. Lock held. */
+int tcu_pair_run(tcu_comm_t *c, const tcomms_coll_args_t *a, uint32_t seq, uint64_t timeout_ns, tcu_task_t **out);
 
 /* ---- basic.c: the algorithms with no choice ------------------------------------------------------------------- */
 
