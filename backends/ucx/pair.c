@@ -97,8 +97,8 @@ static void pair_send(tcu_task_t *t, const tcomms_coll_args_t *a)
     }
 }
 
-/* Where the peer's block lands: out of place in recvbuf; in place, where recvbuf still holds what we send or
- * reduce, in scratch (tcu_pair_run took it before the send). all_gather sends from our block's place. */
+/* Where the peer's block lands: in its place in recvbuf, except in place, where recvbuf still holds what we send or
+ * reduce (all_gather aside, whose peer block has its own place): in scratch, taken by tcu_pair_run. */
 static unsigned char *landing(const tcu_task_t *t)
 {
     const tcomms_coll_args_t *a = &t->a;
@@ -150,13 +150,10 @@ static void pair_local(tcu_task_t *t)
     }
 }
 
-/* The step of a pair task that became an ordinary running one (tcu_pair_run); it is at round 1 by then. */
+/* The step of a pair task that became an ordinary running one: tcu_pair_run posted its exchange (round 0), so the
+ * engine calls this only for the local work. */
 static int pair_step(tcu_task_t *t)
 {
-    if (t->round == 0) {
-        pair_recv(t);
-        return TCU_MORE;
-    }
     pair_local(t);
     return TCU_DONE;
 }

@@ -194,8 +194,8 @@ tcomms_status_t tcu_task_start(tcu_comm_t *c, const tcomms_coll_args_t *a, const
 /* The part of tcu_task_start after the facts of the call: `t` has its a, esize, reduce, sync and big set; `low` is
  * the tag's low bits. Links the task, runs its first step. Lock held. It is tcu_task_arm, then tcu_task_enlist: a
  * caller may post messages between the two (tcu_send, tcu_recv: they need only what arm sets, and a failure they
- * record fails the task at enlist's first step), so that a message leaves before the task's bookkeeping
- * (pair.c). */
+ * record fails the task at enlist's first step), and may never enlist a task whose messages ended at once, ending it
+ * with tcu_task_end_locally instead (pair.c). enlist runs the step of the task's current round, or its failure. */
 void tcu_task_launch(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low);
 void tcu_task_arm(tcu_task_t *t, tcu_comm_t *c, const tcu_algo_t *algo, int kind, uint32_t low);
 void tcu_task_enlist(tcu_task_t *t);
