@@ -6,7 +6,8 @@
  * rank blocking while the other posts a work handle (the generic algorithm), whose messages must match, and both
  * blocking with either rank late to every call (the other's call then waits as an ordinary task). The
  * core's trace line says which path a call took. Ranks that disagree (the dtype behind equal lengths, the count)
- * fail on both sides, and a peer that never calls times the pair call out, and the communicator stays broken. A
+ * fail on both sides, also when the shorter message is already waiting as the receive is posted, and a peer that
+ * never calls times the pair call out, and the communicator stays broken. A
  * child communicator's pair calls, then its destruction, leave the parent's calls on the shared worker intact. */
 #include <check.h>
 #include <stdio.h>
@@ -274,6 +275,65 @@ START_TEST(a_child_takes_its_pair_task_along)
 }
 END_TEST
 
+/* ---- a shorter message already waiting ----------------------------------------------------------------------------- */
+
+/* Rank 1 posts an all_reduce of N floats on the world by a handle (its message leaves at once), then a blocking one
+ * on a child. Rank 0's blocking call on the child progresses the shared worker, which takes rank 1's world message
+ * first (one FIFO, in order) and keeps it as unexpected; rank 0's all_reduce of 2N floats on the world then finds it
+ * waiting when it posts its receive. UCX completes such a receive inside the posting call, and its length must
+ * still be checked (message.c, tcu_recv): rank 0 fails with INVALID_ARG, never SUCCESS with half a buffer, and rank
+ * 1, which gets the longer message, fails too. */
+#define WAITING_N 64
+
+static int waiting_rank(int rank, int size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    static const int both[2] = {0, 1};
+    tcomms_comm_t *world = mrank_world("ucx", SHORT_TIMEOUT_MS, rank), *child = NULL;
+    if (world == NULL)
+        return 1;
+    if (tcomms_comm_split(world, both, 2, "child", NULL, &child) != TCOMMS_SUCCESS) {
+        tcomms_comm_destroy(world);
+        return mrank_failf("FAIL rank %d: split: %s", rank, tcomms_last_error());
+    }
+    float in[2 * WAITING_N], out[2 * WAITING_N], one = 1, sum = 0;
+    for (int i = 0; i < 2 * WAITING_N; i++)
+        in[i] = (float)i;
+    int fails = 0;
+    tcomms_work_t *w = NULL;
+    tcomms_status_t st;
+    if (rank == 1) {
+        st = tcomms_all_reduce(world, in, out, WAITING_N, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, &w);
+        fails += st != TCOMMS_SUCCESS ? mrank_failf("FAIL rank 1: posting: %s", tcomms_last_error()) : 0;
+    }
+    st = tcomms_all_reduce(child, &one, &sum, 1, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL);
+    if (st != TCOMMS_SUCCESS || sum != 2)
+        fails += mrank_failf("FAIL rank %d: the child's all_reduce: status %d, sum %g: %s", rank, st, (double)sum,
+                             tcomms_last_error());
+    if (rank == 0)
+        st = tcomms_all_reduce(world, in, out, 2 * WAITING_N, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL);
+    else if (w != NULL) {
+        st = tcomms_work_wait(w, 0);
+        tcomms_work_free(w);
+    }
+    if (st != TCOMMS_ERR_INVALID_ARG)
+        fails += mrank_failf("FAIL rank %d: all_reduce of %d floats against %d: status %d, expected "
+                             "TCOMMS_ERR_INVALID_ARG: %s", rank, rank == 0 ? 2 * WAITING_N : WAITING_N,
+                             rank == 0 ? WAITING_N : 2 * WAITING_N, st, tcomms_last_error());
+    else
+        mrank_logf("test_ucx_pair: rank %d: %s", rank, tcomms_last_error());
+    tcomms_comm_destroy(child);
+    tcomms_comm_destroy(world);
+    return fails;
+}
+
+START_TEST(a_shorter_message_already_waiting_fails)
+{
+    ck_assert_int_eq(mrank_run(2, waiting_rank, NULL, 30), 0);
+}
+END_TEST
+
 /* ---- ranks that disagree, a peer that never calls ---------------------------------------------------------------- */
 
 typedef struct bad_case {
@@ -349,6 +409,7 @@ static void add_tests(Suite *s, int nbackends)
     tcase_add_loop_test(tc, matches_the_reference, 0, NMODES);
     tcase_add_test(tc, takes_the_pair_path);
     tcase_add_test(tc, a_child_takes_its_pair_task_along);
+    tcase_add_test(tc, a_shorter_message_already_waiting_fails);
     tcase_add_loop_test(tc, disagreements_fail_both_ranks, 0, NBAD);
 }
 
