@@ -254,6 +254,20 @@ void tcn_config_windows(const tcn_config_t *cfg, int ctas, ncclConfig_t *out)
     out->minCTAs = ctas < out->maxCTAs ? ctas : out->maxCTAs;
 }
 
+int tcn_config_cta_zero(const tcn_config_t *cfg)
+{
+#if TCN_HAS_CONFIG_28 /* policy zero came with NCCL 2.28 */
+    const char *env = getenv(defs[F_CTA_POLICY].env); /* NCCL applies its variable over ncclConfig_t */
+    int v = env && *env                               ? atoi(env)
+            : (cfg->given & (1u << F_CTA_POLICY)) != 0 ? cfg->nc.CTAPolicy
+                                                       : NCCL_CTA_POLICY_DEFAULT;
+    return v == NCCL_CTA_POLICY_ZERO;
+#else
+    (void)cfg;
+    return 0;
+#endif
+}
+
 /* NCCL lets NCCL_COMM_BLOCKING (0 or 1) override the config's value. */
 int tcn_config_nonblocking(const tcn_config_t *cfg)
 {

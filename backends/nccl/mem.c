@@ -12,31 +12,33 @@ typedef struct tcn_reg {
     int kind;
     void *handle;       /* ncclCommRegister's handle, or the ncclWindow_t */
     ncclComm_t on;      /* the NCCL communicator it is registered on */
-    const char *buf;    /* the registered range, for tcn_mem_registered */
+    const char *buf;    /* the registered range, for lies_in */
     size_t bytes;
     struct tcn_reg *next, **pprev; /* c->regs */
 } reg_t;
 
-/* Does [buf, buf + bytes) lie in one registration of a kind in `kinds` (a bit per kind)? */
-static int lies_in(const tcn_comm_t *c, const void *buf, size_t bytes, unsigned kinds)
+/* Does [buf, buf + bytes) lie in one registration of a kind in `kinds` (a bit per kind), on NCCL communicator
+ * `on` (NULL: either)? */
+static int lies_in(const tcn_comm_t *c, const void *buf, size_t bytes, unsigned kinds, ncclComm_t on)
 {
     uintptr_t p = (uintptr_t)buf;
     for (const reg_t *r = c->regs; r; r = r->next) {
         uintptr_t b = (uintptr_t)r->buf;
-        if ((kinds >> r->kind & 1u) && p >= b && p - b <= r->bytes && bytes <= r->bytes - (p - b))
+        if ((kinds >> r->kind & 1u) && (on == NULL || r->on == on) && p >= b && p - b <= r->bytes &&
+            bytes <= r->bytes - (p - b))
             return 1;
     }
     return 0;
 }
 
-int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes)
+int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes, ncclComm_t on)
 {
-    return lies_in(c, buf, bytes, 1u << REG_BUFFER | 1u << REG_WINDOW);
+    return lies_in(c, buf, bytes, 1u << REG_BUFFER | 1u << REG_WINDOW, on);
 }
 
 int tcn_mem_in_window(const tcn_comm_t *c, const void *buf, size_t bytes)
 {
-    return lies_in(c, buf, bytes, 1u << REG_WINDOW);
+    return lies_in(c, buf, bytes, 1u << REG_WINDOW, NULL);
 }
 
 tcomms_status_t tcn_mem_alloc(void *bcomm, size_t bytes, void **ptr)

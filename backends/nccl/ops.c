@@ -130,7 +130,9 @@ static tcomms_status_t stage(const launch_t *L, size_t bytes, void **scratch, co
         CUDA_TRY(L, cudaMallocAsync(scratch, bytes, L->s), "cudaMallocAsync (in-place all_to_all scratch)");
         p = *scratch;
     } else {
-        int reg = tcn_mem_registered(L->c, L->a->recvbuf, bytes);
+        /* the scratch is registered where the receive buffer is (scratch.c says why) on the first communicator,
+         * where an in-place all_to_all runs (tcn_route): a window there is plain memory */
+        int reg = tcn_mem_registered(L->c, L->a->recvbuf, bytes, L->c->nccl);
         tcomms_status_t st = tcn_scratch_take(L->c, bytes, reg, L->s, &p);
         if (st != TCOMMS_SUCCESS)
             return st;

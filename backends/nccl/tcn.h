@@ -58,6 +58,9 @@ int tcn_config_nonblocking(const tcn_config_t *cfg);
 /* The window communicator's ncclConfig_t (window.c): the communicator's own, with resources of its own and, unless
  * the hints bound the CTAs, at least `ctas` CTAs (NCCL's maxCTAs default above). */
 void tcn_config_windows(const tcn_config_t *cfg, int ctas, ncclConfig_t *out);
+/* Does NCCL run communicators of this configuration with CTA policy zero (hint nccl.cta_policy or NCCL_CTA_POLICY),
+ * where it runs all_gather, all_to_all, gather and scatter between windows on the copy engines? (window.c) */
+int tcn_config_cta_zero(const tcn_config_t *cfg);
 
 /* ---- operations (work.c) -------------------------------------------------------------------------------------- */
 
@@ -158,6 +161,7 @@ struct tcn_comm {
     ncclComm_t wnccl;           /* where its symmetric windows live (window.c): NULL until the first, and once ended */
     int win_ctas;               /* the window communicator's CTA floor; 0: windows on `nccl`, as NCCL has them */
     size_t win_ar_max;          /* all_reduce between windows above this many bytes runs on `nccl` */
+    int win_ce;                 /* CTA policy zero: NCCL's copy engines run all_to_all between windows */
     int nonblocking;            /* NCCL calls on it may return ncclInProgress */
     int orphan;                 /* a split's init job NCCL never ended may still store into `nccl`: never freed */
     cudaStream_t stream;        /* internal stream for operations that return a handle */
@@ -247,13 +251,15 @@ tcomms_status_t tcn_mem_alloc(void *bcomm, size_t bytes, void **ptr);
 tcomms_status_t tcn_mem_free(void *bcomm, void *ptr);
 tcomms_status_t tcn_mem_register(void *bcomm, void *buf, size_t bytes, unsigned flags, void **handle);
 tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle);
-/* Does [buf, buf + bytes) lie in one buffer registered on `c` (c->lock held)? */
-int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes);
+/* Does [buf, buf + bytes) lie in one buffer or window of `c` registered with NCCL communicator `on`, c->nccl or
+ * c->wnccl (c->lock held)? NCCL's registration is per NCCL communicator: a window on c->wnccl is plain memory to
+ * c->nccl. */
+int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes, ncclComm_t on);
 
 /* ---- symmetric windows on a communicator of their own (window.c) ---------------------------------------------- */
 
 /* Read TCOMMS_NCCL_WINDOW_CTAS and TCOMMS_NCCL_WINDOW_ALL_REDUCE_MAX for a communicator of `size` ranks (at
- * creation, before any NCCL call, so a bad value fails every rank alike). */
+ * creation, before any NCCL call, so a bad value fails every rank alike), and the CTA policy from c->cfg. */
 tcomms_status_t tcn_win_settings(tcn_comm_t *c, int size);
 /* Split the window communicator off `nccl` unless it exists or windows stay on `nccl`. Collective, as the window
  * registration that calls it; c->lock not held. A failed split fails `c`. */

@@ -27,7 +27,8 @@ later='21800:ncclCommSplit 21800:NCCL_SPLIT_NOCOLOR 21800:splitShare
 22700:ncclCommWindowRegister 22700:ncclCommWindowDeregister 22700:ncclWindow_t 22700:NCCL_WIN_COLL_SYMMETRIC
 22700:trafficClass 22700:commName 22700:collnetEnable 22700:CTAPolicy 22700:shrinkShare 22700:nvlsCTAs
 22700:ncclCommShrink 22700:NCCL_SHRINK_DEFAULT
-22800:nChannelsPerNetPeer 22800:nvlinkCentricSched 22800:ncclAlltoAll 22800:ncclGather 22800:ncclScatter'
+22800:nChannelsPerNetPeer 22800:nvlinkCentricSched 22800:ncclAlltoAll 22800:ncclGather 22800:ncclScatter
+22800:NCCL_CTA_POLICY_ZERO'
 
 stand_in() { # DIR CODE MAJOR MINOR PATCH
     mkdir -p "$1"

@@ -4,7 +4,8 @@
  * sizes lose to its ring on plain buffers (docs/perf.md, "symmetric windows and NCCL's CTA count"). So the first
  * window registration splits a second communicator off the first (same ranks, at least TCOMMS_NCCL_WINDOW_CTAS
  * CTAs) and the windows are registered there only: collectives between windows run on it, while all_reduce above
- * TCOMMS_NCCL_WINDOW_ALL_REDUCE_MAX runs on the first, where the same memory is plain. Both communicators end
+ * TCOMMS_NCCL_WINDOW_ALL_REDUCE_MAX, and all_to_all off the copy engines (window_kind), run on the first, where
+ * the same memory is plain. Both communicators end
  * together (end.c) and the watchdog checks both (watchdog.c). */
 #include <limits.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@ tcomms_status_t tcn_win_settings(tcn_comm_t *c, int size)
         return st;
     c->win_ctas = (int)ctas;
     c->win_ar_max = (size_t)ar_max;
+    c->win_ce = tcn_config_cta_zero(&c->cfg);
     return TCOMMS_SUCCESS;
 }
 
@@ -86,7 +88,10 @@ tcomms_status_t tcn_win_open(tcn_comm_t *c)
 
 /* For the collectives NCCL runs between windows (symmetric kernels, or the copy engines): 1, with the bytes of the
  * send and receive buffers this rank uses (0: one it does not use, such as gather's receive buffer off the root,
- * which may be anything). 0 for the others, which run on the plain communicator. */
+ * which may be anything). 0 for the others, which run on the plain communicator. all_to_all is NCCL's send/recv
+ * unless the copy engines run it (CTA policy zero): between windows that registers the memory with each peer, after
+ * which NCCL 2.28.3's ncclCommAbort killed 3 of 4 ranks (SIGSEGV; docs/nccl.md), so it runs where the same memory
+ * is plain. */
 static int window_kind(const tcn_comm_t *c, const tcomms_coll_args_t *a, size_t *sbytes, size_t *rbytes)
 {
     size_t one = a->count * tcn_core->dtype_size(a->dtype), all = one * (size_t)c->size;
@@ -98,7 +103,7 @@ static int window_kind(const tcn_comm_t *c, const tcomms_coll_args_t *a, size_t 
     case TCOMMS_COLL_GATHER: *sbytes = one, *rbytes = root ? all : 0; return 1;
     case TCOMMS_COLL_SCATTER: *sbytes = root ? all : 0, *rbytes = one; return 1;
     /* in place, the send side is a staged copy outside any window (ops.c) */
-    case TCOMMS_COLL_ALL_TO_ALL: *sbytes = *rbytes = all; return !a->in_place;
+    case TCOMMS_COLL_ALL_TO_ALL: *sbytes = *rbytes = all; return c->win_ce && !a->in_place;
     default: return 0;
     }
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_nccl's window case (backends/nccl/window.c): all_reduce in and out of place at two sizes, all_gather and
- * reduce_scatter between symmetric windows, with an all_reduce on plain memory between them, on three
+/* test_nccl's window case (backends/nccl/window.c): all_reduce in and out of place at two sizes, all_gather,
+ * reduce_scatter and all_to_all (in and out of place) between symmetric windows, with an all_reduce on plain memory
+ * between them, on three
  * communicators: the defaults (windows on the window communicator), TCOMMS_NCCL_WINDOW_ALL_REDUCE_MAX between the
  * two all_reduce sizes (the larger then runs on the plain communicator over the same memory), and
  * TCOMMS_NCCL_WINDOW_CTAS=0 (windows on the plain communicator, as NCCL has them). Each result is checked element
@@ -33,6 +34,14 @@ static double scattered(size_t i, const void *arg)
 {
     const win_vals_t *w = arg;
     return nt_sum_value((size_t)w->v.rank * w->count + i, &w->v);
+}
+
+/* all_to_all's: block j is rank j's block for this rank. */
+static double exchanged(size_t i, const void *arg)
+{
+    const win_vals_t *w = arg;
+    nt_vals_t of = {(int)(i / w->count), w->v.size, w->v.rep};
+    return nt_in_value((size_t)w->v.rank * w->count + i % w->count, &of);
 }
 
 static double poison(size_t i, const void *arg)
@@ -76,6 +85,16 @@ static int round_on(tcomms_comm_t *c, int rank, int size, float *s, float *r, in
         fails += synced(rank, tcomms_reduce_scatter(c, s, r, SMALL_COUNT, TCOMMS_FLOAT32, TCOMMS_SUM, NULL, NULL),
                         "reduce_scatter between windows");
         fails += gpu_expect_f32(r, SMALL_COUNT, scattered, &w, "reduce_scatter between windows");
+    }
+    /* 1 MiB blocks: NCCL's send/recv, not the small path; in place the send side is a staged copy, which must be
+     * registered exactly as the receive buffer is on the communicator the call runs on (backends/nccl/scratch.c):
+     * NCCL 2.28.3 hung here when it was registered and the window, on the window communicator, was not */
+    for (int in_place = 0; in_place < 2 && !fails; in_place++) {
+        const char *what = in_place ? "in-place all_to_all in a window" : "all_to_all between windows";
+        float *out = in_place ? s : r;
+        fails += gpu_fill_f32(s, all, nt_in_value, &v) + (in_place ? 0 : gpu_fill_f32(r, all, poison, NULL));
+        fails += synced(rank, tcomms_all_to_all(c, s, out, SMALL_COUNT, TCOMMS_FLOAT32, NULL, NULL), what);
+        fails += gpu_expect_f32(out, all, exchanged, &w, what);
     }
     return fails;
 }

@@ -3,10 +3,11 @@
  * visible: eager init and binding, split with hints, unbound parents, stream semantics of wait and synchronize,
  * CUDA graph capture, a peer that never joins (timeout, then ABORTED), a mixed cpu+cuda communicator, the call
  * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, the
- * window communicator (nccl_window.c), the small-message path (one-shot kernels), a rank dying inside
- * ncclCommSplit, launches NCCL refuses, tcomms_comm_abort (nccl_abort.c), tcomms_comm_shrink (nccl_shrink.c), and the flight record naming a rank that
- * skipped an operation (nccl_flight.c); the last two have cases of their own, "shrink" and "flight"
- * (CK_RUN_CASE=shrink runs those alone). Without 2 GPUs it exits 77 (skip) saying why. */
+ * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, launches NCCL refuses,
+ * tcomms_comm_abort (nccl_abort.c), tcomms_comm_shrink (nccl_shrink.c), the flight record naming a rank that skipped
+ * an operation (nccl_flight.c) and the window communicator (nccl_window.c); the last three have cases of their own,
+ * "shrink", "flight" and "windows" (CK_RUN_CASE=windows runs that alone). Without 2 GPUs it exits 77 (skip) saying
+ * why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -205,20 +206,21 @@ static void add_tests(Suite *s, int nbackends)
     tcase_add_loop_test(tc, test_group_ring, 0, nsizes);
     tcase_add_loop_test(tc, test_registration, 0, nsizes);
     tcase_add_loop_test(tc, test_copy_engine, 0, nsizes);
-    tcase_add_loop_test(tc, test_windows, 0, nsizes);
     tcase_add_loop_test(tc, test_small_path, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_member, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_nonmember, 0, nsizes);
     tcase_add_loop_test(tc, test_split_stall, 0, nsizes);
     tcase_add_loop_test(tc, test_launch_failure, 0, nsizes);
     tcase_add_loop_test(tc, test_abort, 0, nsizes);
-    /* cases of their own, so that CK_RUN_CASE=flight (or shrink) runs these alone */
+    /* cases of their own, so that CK_RUN_CASE=flight (or shrink, windows) runs these alone */
     TCase *flight = mrank_tcase(s, "flight", JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(flight, test_flight_blocking, 0, nsizes);
     tcase_add_loop_test(flight, test_flight_handle, 0, nsizes);
     TCase *shrink = mrank_tcase(s, "shrink", JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(shrink, test_shrink_healthy, 0, nsizes);
     tcase_add_loop_test(shrink, test_shrink_after_death, 0, nsizes);
+    TCase *windows = mrank_tcase(s, "windows", JOB_TIMEOUT_S + 30);
+    tcase_add_loop_test(windows, test_windows, 0, nsizes);
 }
 
 int main(void)
