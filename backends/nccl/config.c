@@ -115,6 +115,15 @@ static int parse_long(const char *v, long min, long max, long *out)
     return 1;
 }
 
+/* A CTA policy: its name or its number. */
+static int parse_policy(const char *v, long *out)
+{
+    for (long i = 0; i < 3; i++)
+        if (strcasecmp(v, policy_names[i]) == 0)
+            return *out = i, 1;
+    return parse_long(v, defs[F_CTA_POLICY].min, defs[F_CTA_POLICY].max, out);
+}
+
 /* Parse `v` for key `id` into *out (ints, bools, policies). */
 static tcomms_status_t parse_value(int id, const char *key, const char *v, int *out)
 {
@@ -126,10 +135,7 @@ static tcomms_status_t parse_value(int id, const char *key, const char *v, int *
         ok = parse_bool(v, &b);
         x = b;
     } else if (d->kind == K_POLICY) {
-        for (long i = 0; i < 3 && !ok; i++)
-            if (strcasecmp(v, policy_names[i]) == 0)
-                ok = 1, x = i;
-        ok = ok || parse_long(v, d->min, d->max, &x);
+        ok = parse_policy(v, &x);
     } else {
         ok = parse_long(v, d->min, d->max, &x);
     }
@@ -257,11 +263,8 @@ void tcn_config_windows(const tcn_config_t *cfg, int ctas, ncclConfig_t *out)
 int tcn_config_cta_zero(const tcn_config_t *cfg)
 {
 #if TCN_HAS_CONFIG_28 /* policy zero came with NCCL 2.28 */
-    const char *env = getenv(defs[F_CTA_POLICY].env); /* NCCL applies its variable over ncclConfig_t */
-    int v = env && *env                               ? atoi(env)
-            : (cfg->given & (1u << F_CTA_POLICY)) != 0 ? cfg->nc.CTAPolicy
-                                                       : NCCL_CTA_POLICY_DEFAULT;
-    return v == NCCL_CTA_POLICY_ZERO;
+    long x; /* cfg->set: the hint, or NCCL's variable over it, or the default, as NCCL runs it */
+    return parse_policy(cfg->set[F_CTA_POLICY].value, &x) && x == NCCL_CTA_POLICY_ZERO;
 #else
     (void)cfg;
     return 0;
