@@ -86,9 +86,11 @@ static int round_on(tcomms_comm_t *c, int rank, int size, float *s, float *r, in
                         "reduce_scatter between windows");
         fails += gpu_expect_f32(r, SMALL_COUNT, scattered, &w, "reduce_scatter between windows");
     }
-    /* 1 MiB blocks: NCCL's send/recv, not the small path; in place the send side is a staged copy, which must be
+    /* 1 MiB blocks: NCCL's send/recv, not the small path. In place the send side is a staged copy, which must be
      * registered exactly as the receive buffer is on the communicator the call runs on (backends/nccl/scratch.c):
-     * NCCL 2.28.3 hung here when it was registered and the window, on the window communicator, was not */
+     * NCCL 2.28.3 hung here when the copy was registered there and the window, registered on the window
+     * communicator only, was not. And nt_windows aborts the first communicator after this round: on 4 ranks NCCL
+     * 2.28.3 crashed in that abort when all_to_all had run between windows on the window communicator. */
     for (int in_place = 0; in_place < 2 && !fails; in_place++) {
         const char *what = in_place ? "in-place all_to_all in a window" : "all_to_all between windows";
         float *out = in_place ? s : r;
