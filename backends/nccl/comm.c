@@ -523,7 +523,7 @@ tcomms_status_t tcn_comm_destroy(void *bcomm)
         tcn_scratch_free(c); /* deregisters: before the NCCL communicator goes */
     /* An aborted communicator's abort gets 5 s more; a destroy waiting on a lost peer gets the timeout, once. */
     c->end_wait_ms = 5000;
-    if ((c->nccl || c->wnccl) && !tcn_end_nccl(c, 1, (long)c->timeout_ms)) {
+    if ((c->nccl || c->wnccl) && !tcn_end_nccl(c, 1, 0, (long)c->timeout_ms)) {
         tcn_core->log(TCOMMS_LOG_ERROR, "nccl", "'%s' rank %d: ncclCommDestroy did not return within %u ms (a peer "
                       "lost?); it is left running", c->name, c->rank, c->timeout_ms);
         c->end_wait_ms = 0;

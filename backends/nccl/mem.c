@@ -36,6 +36,15 @@ int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes, ncclC
     return lies_in(c, buf, bytes, 1u << REG_BUFFER | 1u << REG_WINDOW, on);
 }
 
+size_t tcn_mem_buffer_regs(const tcn_comm_t *c, void **out, size_t max)
+{
+    size_t n = 0;
+    for (const reg_t *r = c->regs; r; r = r->next)
+        if (r->kind == REG_BUFFER && r->on == c->nccl && r->handle != NULL && n++ < max)
+            out[n - 1] = r->handle;
+    return n;
+}
+
 int tcn_mem_in_window(const tcn_comm_t *c, const void *buf, size_t bytes)
 {
     return lies_in(c, buf, bytes, 1u << REG_WINDOW, NULL);

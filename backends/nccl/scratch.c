@@ -87,6 +87,18 @@ tcomms_status_t tcn_scratch_give(tcn_comm_t *c, cudaStream_t stream)
     return e == cudaSuccess ? TCOMMS_SUCCESS : tcn_cuda_error(e, "cudaEventRecord (scratch)", c->name);
 }
 
+size_t tcn_scratch_regs(const tcn_comm_t *c, void **out, size_t max)
+{
+    size_t n = 0;
+    for (int k = 0; k < 2; k++)
+        if (c->scratch[k].reg != NULL && n++ < max)
+            out[n - 1] = c->scratch[k].reg;
+    for (const struct tcn_retired *r = c->retired; r; r = r->next)
+        if (r->s.reg != NULL && n++ < max)
+            out[n - 1] = r->s.reg;
+    return n;
+}
+
 void tcn_scratch_free(tcn_comm_t *c)
 {
     if (c->scratch_ev)

@@ -133,10 +133,11 @@ void tcn_work_free(void *bwork);
 /* ---- one-shot kernels for small messages (small.c) ----------------------------------------------------------- */
 
 /* The path's limit where neither TCOMMS_NCCL_SMALL_BYTES nor the nccl.small_bytes hint sets one: on up to 4 ranks
- * only. On 8 x H200 it lost to NCCL for all_gather, reduce_scatter and all_to_all; on 4 x H100 all_reduce lost above
- * 128 KiB and reduce_scatter above 128 KiB a block; on 2 x H100 every collective won up to 512 KiB a block, and
- * reduce_scatter lost at 1 MiB to NCCL on windows (docs/perf.md). */
-#define TCN_SMALL_DEFAULT_BYTES 131072
+ * only. On 8 x H200 it lost to NCCL for all_gather, reduce_scatter and all_to_all; on 4 x H100 all four beat
+ * tcomms' NCCL route up to 256 KiB a block (all_gather and all_to_all beat raw NCCL there too) and all_reduce lost
+ * from 512 KiB; on 2 x H100 every collective won up to 512 KiB a block, and reduce_scatter lost at 1 MiB to NCCL on
+ * windows (docs/perf.md). */
+#define TCN_SMALL_DEFAULT_BYTES 262144
 #define TCN_SMALL_DEFAULT_BYTES_2 524288 /* on 2 ranks */
 #define TCN_SMALL_DEFAULT_RANKS 4
 
@@ -227,6 +228,10 @@ tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStrea
 /* The communicator's scratch of at least `bytes`, once its previous use is over (ordered on `s`); give it back
  * after the launch that uses it. Free at destroy. c->lock held. */
 tcomms_status_t tcn_scratch_take(tcn_comm_t *c, size_t bytes, int registered, cudaStream_t s, void **out);
+/* The ncclCommRegister handles of c's registered scratch buffers, up to `max` into out; returns how many there are
+ * (c->lock held). tcn_mem_buffer_regs (mem.c): the same for tcomms_mem_register's buffers on c->nccl. */
+size_t tcn_scratch_regs(const tcn_comm_t *c, void **out, size_t max);
+size_t tcn_mem_buffer_regs(const tcn_comm_t *c, void **out, size_t max);
 tcomms_status_t tcn_scratch_give(tcn_comm_t *c, cudaStream_t s);
 void tcn_scratch_free(tcn_comm_t *c);
 
@@ -279,9 +284,10 @@ ncclResult_t tcn_settle_comm(tcn_comm_t *c, uint64_t deadline_ns);
 tcomms_status_t tcn_watch_add(tcn_comm_t *c, long ms);
 void tcn_watch_remove(tcn_comm_t *c);
 /* end.c: ncclCommAbort (destroy 0) or ncclCommDestroy (1) of c->wnccl and c->nccl on a thread of its own; 1 when
- * it returned within `wait_ms`; the caller then clears both. tcn_end_done at destroy: 1 when no end was started or
- * it has returned, waiting up to `wait_ms`; 0 when it is stuck (c's device memory must then stay allocated). */
-int tcn_end_nccl(tcn_comm_t *c, int destroy, long wait_ms);
+ * it returned within `wait_ms`; the caller then clears both. An abort with `deregister` (the caller holds c->lock)
+ * deregisters c's ncclCommRegister buffers first. tcn_end_done at destroy: 1 when no end was started or it has
+ * returned, waiting up to `wait_ms`; 0 when it is stuck (c's device memory must then stay allocated). */
+int tcn_end_nccl(tcn_comm_t *c, int destroy, int deregister, long wait_ms);
 int tcn_end_done(tcn_comm_t *c, long wait_ms);
 /* Fail `c` once: report the failure to the core (whose message users see on every later call), mark its pending
  * operations (`culprit`, if still the use numbered `culprit_gen`, gets TCOMMS_ERR_TIMEOUT, the others `st`, or

@@ -67,7 +67,7 @@ void tcn_comm_fail(tcn_comm_t *c, tcomms_status_t st, tcn_op_t *culprit, uint64_
                   c->rank, why);
     mark_pending(c, st == TCOMMS_ERR_TIMEOUT ? TCOMMS_ERR_ABORTED : st, culprit, culprit_gen, why);
     tcn_small_abort(c); /* only now: a kernel that gives up completes its event, which must not read as success */
-    int ended = (c->nccl == NULL && c->wnccl == NULL) || tcn_end_nccl(c, 0, 1000);
+    int ended = (c->nccl == NULL && c->wnccl == NULL) || tcn_end_nccl(c, 0, locked, 1000);
     c->nccl = c->wnccl = NULL;
     tcn_device_leave(prev);
     if (locked)

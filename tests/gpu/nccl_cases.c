@@ -473,6 +473,42 @@ static int inplace_alltoall(tcomms_comm_t *c, int rank, int size, float *buf, si
     return fails + (reg ? nt_expect(tcomms_mem_deregister(reg), TCOMMS_SUCCESS, rank, "tcomms_mem_deregister") : 0);
 }
 
+/* Abort a communicator whose registered buffers all_to_all of 1 MiB blocks ran over, 21 times as in the raw
+ * reproducer: NCCL 2.28.3's ncclCommAbort killed 3 of 4 ranks (SIGSEGV) unless the buffers were deregistered first
+ * (end.c). The registrations outlive the abort; deregistering and freeing them afterwards must succeed. */
+static int abort_registered(tcomms_comm_t *c, int rank, int size)
+{
+    const size_t block = 1u << 18, n = block * (size_t)size;
+    float *buf[2] = {NULL, NULL};
+    tcomms_mem_reg_t *reg[2] = {NULL, NULL};
+    int fails = 0;
+    for (int k = 0; k < 2 && !fails; k++)
+        fails += nt_expect(tcomms_mem_alloc(c, TCOMMS_DEVICE_CUDA, n * sizeof(float), (void **)&buf[k]),
+                           TCOMMS_SUCCESS, rank, "tcomms_mem_alloc (abort)") ||
+                 nt_expect(tcomms_mem_register(c, TCOMMS_DEVICE_CUDA, buf[k], n * sizeof(float), 0, &reg[k]),
+                           TCOMMS_SUCCESS, rank, "tcomms_mem_register (abort)");
+    a2a_vals_t sent = {rank, size, block, 0}, got = sent;
+    got.received = 1;
+    fails += fails ? 0 : gpu_fill_f32(buf[0], n, a2a_value, &sent);
+    for (int i = 0; i < 21 && !fails; i++)
+        fails += nt_expect(tcomms_all_to_all(c, buf[0], buf[1], block, TCOMMS_FLOAT32, NULL, NULL), TCOMMS_SUCCESS,
+                           rank, "all_to_all between registered buffers");
+    fails += fails ? 0 : CU(cudaStreamSynchronize(0));
+    fails += fails ? 0 : gpu_expect_f32(buf[1], n, a2a_value, &got, "all_to_all between registered buffers");
+    fails += nt_expect(tcomms_comm_abort(c), TCOMMS_SUCCESS, rank, "tcomms_comm_abort (registered buffers)");
+    if (!fails && buf[1] != NULL)
+        fails += nt_expect(tcomms_all_to_all(c, buf[0], buf[1], block, TCOMMS_FLOAT32, NULL, NULL),
+                           TCOMMS_ERR_ABORTED, rank, "all_to_all after the abort");
+    for (int k = 0; k < 2; k++) {
+        if (reg[k] != NULL)
+            fails += nt_expect(tcomms_mem_deregister(reg[k]), TCOMMS_SUCCESS, rank, "deregister after the abort");
+        if (buf[k] != NULL)
+            fails += nt_expect(tcomms_mem_free(c, TCOMMS_DEVICE_CUDA, buf[k]), TCOMMS_SUCCESS, rank,
+                               "tcomms_mem_free after the abort");
+    }
+    return fails;
+}
+
 int nt_registration(int rank, int size, void *arg)
 {
     (void)arg;
@@ -509,5 +545,7 @@ int nt_registration(int rank, int size, void *arg)
         fails += inplace_alltoall(c, rank, size, d, big, 0);
         CU(cudaFree(d));
     }
+    if (!fails)
+        fails += abort_registered(c, rank, size); /* last: it leaves c aborted */
     return fails + nt_destroy(c, rank);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nccl's rank function for the small-message path (backends/nccl/small.c): it is on where every pair of the
- * job's GPUs has peer access (the hint query says its size; by default 524288 on 2 ranks, 131072 on 3-4), off
+ * job's GPUs has peer access (the hint query says its size; by default 524288 on 2 ranks, 262144 on 3-4), off
  * where a split's hint says 0; all_reduce, all_gather, reduce_scatter and all_to_all give coll_ref's results on
  * both sides of its limit (one thread block, several, exactly the limit, one element more: NCCL), in place too; and
  * calls alternating between two streams and the internal one stay in order (each reads the previous round's
@@ -186,7 +186,7 @@ int nt_small_path(int rank, int size, void *arg)
     if (!fails && getenv("TCOMMS_NCCL_SMALL_BYTES") == NULL) { /* the default: on up to 4 ranks, off above */
         tcomms_comm_t *d = NULL;
         fails = nt_expect(tcomms_comm_split_color(c, 0, rank, "small-default", NULL, &d), TCOMMS_SUCCESS, rank,
-                          "split") || hint_is(d, rank, size == 2 ? "524288" : size <= 4 ? "131072" : "0");
+                          "split") || hint_is(d, rank, size == 2 ? "524288" : size <= 4 ? "262144" : "0");
         fails += nt_destroy(d, rank);
     }
     static const tcomms_dtype_t dts[] = {TCOMMS_FLOAT32, TCOMMS_BFLOAT16, TCOMMS_INT32, TCOMMS_UINT8, TCOMMS_FLOAT64};

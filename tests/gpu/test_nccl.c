@@ -5,8 +5,8 @@
  * check on disagreeing calls, grouped send/recv, buffer registration, copy-engine collectives between windows, the
  * small-message path (one-shot kernels), a rank dying inside ncclCommSplit, launches NCCL refuses,
  * tcomms_comm_abort (nccl_abort.c), tcomms_comm_shrink (nccl_shrink.c), the flight record naming a rank that skipped
- * an operation (nccl_flight.c) and the window communicator (nccl_window.c); the last three have cases of their own,
- * "shrink", "flight" and "windows" (CK_RUN_CASE=windows runs that alone). Without 2 GPUs it exits 77 (skip) saying
+ * an operation (nccl_flight.c) and the window communicator (nccl_window.c); the last three and registration have
+ * cases of their own, "shrink", "flight", "windows" and "registration" (CK_RUN_CASE=windows runs that alone). Without 2 GPUs it exits 77 (skip) saying
  * why. */
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -204,7 +204,6 @@ static void add_tests(Suite *s, int nbackends)
     tcase_add_loop_test(tc, test_mixed, 0, nsizes);
     tcase_add_loop_test(tc, test_call_check, 0, nsizes);
     tcase_add_loop_test(tc, test_group_ring, 0, nsizes);
-    tcase_add_loop_test(tc, test_registration, 0, nsizes);
     tcase_add_loop_test(tc, test_copy_engine, 0, nsizes);
     tcase_add_loop_test(tc, test_small_path, 0, nsizes);
     tcase_add_loop_test(tc, test_split_death_member, 0, nsizes);
@@ -212,7 +211,7 @@ static void add_tests(Suite *s, int nbackends)
     tcase_add_loop_test(tc, test_split_stall, 0, nsizes);
     tcase_add_loop_test(tc, test_launch_failure, 0, nsizes);
     tcase_add_loop_test(tc, test_abort, 0, nsizes);
-    /* cases of their own, so that CK_RUN_CASE=flight (or shrink, windows) runs these alone */
+    /* cases of their own, so that CK_RUN_CASE=flight (or shrink, windows, registration) runs these alone */
     TCase *flight = mrank_tcase(s, "flight", JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(flight, test_flight_blocking, 0, nsizes);
     tcase_add_loop_test(flight, test_flight_handle, 0, nsizes);
@@ -221,6 +220,8 @@ static void add_tests(Suite *s, int nbackends)
     tcase_add_loop_test(shrink, test_shrink_after_death, 0, nsizes);
     TCase *windows = mrank_tcase(s, "windows", JOB_TIMEOUT_S + 30);
     tcase_add_loop_test(windows, test_windows, 0, nsizes);
+    TCase *registration = mrank_tcase(s, "registration", JOB_TIMEOUT_S + 30);
+    tcase_add_loop_test(registration, test_registration, 0, nsizes);
 }
 
 int main(void)
