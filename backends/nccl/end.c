@@ -111,10 +111,10 @@ int tcn_end_nccl(tcn_comm_t *c, int destroy, int deregister, long wait_ms)
         }
     }
     if (!made) { /* no thread to spare: end it here, unbounded */
+        end_both(c->nccl, c->wnccl, destroy, e ? e->dereg : NULL, e ? e->ndereg : 0);
         if (e != NULL)
             free(e->dereg);
         free(e);
-        end_both(c->nccl, c->wnccl, destroy, NULL, 0);
         return 1;
     }
     if (c->ender != NULL) /* an earlier end of the same communicator is given up on */
