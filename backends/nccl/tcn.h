@@ -229,9 +229,8 @@ tcomms_status_t tcn_launch(tcn_comm_t *c, const tcomms_coll_args_t *a, cudaStrea
  * after the launch that uses it. Free at destroy. c->lock held. */
 tcomms_status_t tcn_scratch_take(tcn_comm_t *c, size_t bytes, int registered, cudaStream_t s, void **out);
 /* The ncclCommRegister handles of c's registered scratch buffers, up to `max` into out; returns how many there are
- * (c->lock held). tcn_mem_buffer_regs (mem.c): the same for tcomms_mem_register's buffers on c->nccl. */
+ * (c->lock held). */
 size_t tcn_scratch_regs(const tcn_comm_t *c, void **out, size_t max);
-size_t tcn_mem_buffer_regs(const tcn_comm_t *c, void **out, size_t max);
 tcomms_status_t tcn_scratch_give(tcn_comm_t *c, cudaStream_t s);
 void tcn_scratch_free(tcn_comm_t *c);
 
@@ -260,6 +259,8 @@ tcomms_status_t tcn_mem_deregister(void *bcomm, void *handle);
  * c->wnccl (c->lock held)? NCCL's registration is per NCCL communicator: a window on c->wnccl is plain memory to
  * c->nccl. */
 int tcn_mem_registered(const tcn_comm_t *c, const void *buf, size_t bytes, ncclComm_t on);
+/* The same as tcn_scratch_regs for tcomms_mem_register's buffers on c->nccl (windows aside). */
+size_t tcn_mem_buffer_regs(const tcn_comm_t *c, void **out, size_t max);
 
 /* ---- symmetric windows on a communicator of their own (window.c) ---------------------------------------------- */
 

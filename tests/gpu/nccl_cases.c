@@ -474,8 +474,10 @@ static int inplace_alltoall(tcomms_comm_t *c, int rank, int size, float *buf, si
 }
 
 /* Abort a communicator whose registered buffers all_to_all of 1 MiB blocks ran over, 21 times as in the raw
- * reproducer: NCCL 2.28.3's ncclCommAbort killed 3 of 4 ranks (SIGSEGV) unless the buffers were deregistered first
- * (end.c). The registrations outlive the abort; deregistering and freeing them afterwards must succeed. */
+ * reproducer, where NCCL 2.28.3's ncclCommAbort killed 3 of 4 ranks (SIGSEGV) unless the buffers were deregistered
+ * first (end.c). Through tcomms this case did not show that crash even without the deregistration (docs/nccl.md),
+ * so what it holds is the path: the abort with live registrations succeeds on every rank, later calls say ABORTED,
+ * and deregistering and freeing the buffers afterwards succeed. */
 static int abort_registered(tcomms_comm_t *c, int rank, int size)
 {
     const size_t block = 1u << 18, n = block * (size_t)size;
